@@ -1,0 +1,198 @@
+// Package bridge moves messages for one peer: a DemandForwardingBridge that watches
+// consumer advisories on a remote broker, keeps matching demand subscriptions on the
+// local broker and forwards what they receive, acknowledging locally only after the
+// remote broker confirmed.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Config configures one direction of forwarding, LOCAL → REMOTE.
+type Config struct {
+	// Name identifies the bridge in logs, for example "a->b".
+	Name string
+	// Local is the broker where demand subscriptions are made and messages are taken.
+	Local stomp.URI
+	// Remote is the broker whose consumers create demand and which receives messages.
+	Remote stomp.URI
+	// LocalID and RemoteID override the broker ids learnt from the brokers.
+	LocalID, RemoteID string
+	// Demand holds the demand rules (conduit, TTLs, priorities, filters, prefetch).
+	// Its LocalID and RemoteID are filled in by the bridge.
+	Demand demand.Options
+	// Window is the most messages forwarded but not yet confirmed by the remote broker.
+	Window int
+	// MaxBatch is the most messages in one remote transaction. Default Window/2.
+	MaxBatch int
+	// MaxCommits is the most transaction commits awaiting their receipt. Default 2:
+	// while one commit is being stored the next batch fills, so batches grow with load.
+	MaxCommits int
+	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
+	DrainTimeout time.Duration
+	// Log receives one line per state change.
+	Log zerolog.Logger
+}
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultWindow   = 500
+	DefaultPrefetch = 1000
+)
+
+func (c *Config) defaults() {
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = max(1, c.Window/2)
+	}
+	if c.MaxCommits <= 0 {
+		c.MaxCommits = 2
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Demand.Prefetch <= 0 {
+		c.Demand.Prefetch = DefaultPrefetch
+	}
+	if c.Name == "" {
+		c.Name = c.Local.Addr() + "->" + c.Remote.Addr()
+	}
+}
+
+// ErrLoopback means both ends of a bridge are the same broker.
+var ErrLoopback = errors.New("local and remote broker have the same id")
+
+// Stats are running totals of one bridge, safe to read at any time.
+type Stats struct {
+	Forwarded      atomic.Int64 // messages confirmed by the remote broker and acknowledged locally
+	Advisories     atomic.Int64 // consumer advisories applied
+	BadAdvisories  atomic.Int64 // malformed advisories skipped
+	DemandSubs     atomic.Int64 // demand subscriptions the local broker confirmed
+	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed
+	Sessions       atomic.Int64 // successful connections of both ends
+	SessionFailure atomic.Int64 // sessions ended by an error
+}
+
+// Bridge forwards messages from its local to its remote broker on demand.
+type Bridge struct {
+	cfg   Config
+	log   zerolog.Logger
+	stats Stats
+
+	mu      sync.Mutex
+	up      bool
+	upCh    chan struct{} // closed while up; replaced when down
+	localID string
+	remote  string
+}
+
+// New checks cfg and returns a bridge ready to Run.
+func New(cfg Config) (*Bridge, error) {
+	cfg.defaults()
+	if cfg.Window < 1 || cfg.MaxBatch < 1 {
+		return nil, fmt.Errorf("bridge %s: window and batch must be positive", cfg.Name)
+	}
+	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
+		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)
+	}
+	return &Bridge{
+		cfg:  cfg,
+		log:  cfg.Log.With().Str("bridge", cfg.Name).Logger(),
+		upCh: make(chan struct{}),
+	}, nil
+}
+
+// Stats returns the bridge's counters.
+func (b *Bridge) Stats() *Stats { return &b.stats }
+
+// Up reports whether both ends are connected and the advisories are subscribed.
+func (b *Bridge) Up() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.up
+}
+
+// WaitUp blocks until the bridge is up or ctx ends.
+func (b *Bridge) WaitUp(ctx context.Context) error {
+	b.mu.Lock()
+	ch := b.upCh
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// IDs returns the broker ids in use, once known.
+func (b *Bridge) IDs() (local, remote string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.localID, b.remote
+}
+
+func (b *Bridge) setUp(up bool, localID, remoteID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if up == b.up {
+		return
+	}
+	b.up = up
+	if up {
+		b.localID, b.remote = localID, remoteID
+		close(b.upCh)
+	} else {
+		b.upCh = make(chan struct{})
+	}
+}
+
+// Run forwards until ctx is cancelled, reconnecting with back-off after failures.
+// On cancellation it drains: no new deliveries are taken, in-flight messages are
+// confirmed and acknowledged, and Run returns nil. It returns an error only for
+// conditions a reconnect cannot cure (ErrLoopback).
+func (b *Bridge) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		s := newSession(b)
+		err := s.run(ctx)
+		b.setUp(false, "", "")
+		if ctx.Err() != nil {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				b.log.Warn().Err(err).Msg("bridge stopped during drain")
+			}
+			b.log.Info().Msg("bridge stopped")
+			return nil
+		}
+		if errors.Is(err, ErrLoopback) {
+			b.log.Error().Err(err).Msg("bridge refuses to start")
+			return err
+		}
+		b.stats.SessionFailure.Add(1)
+		if s.wasUp {
+			attempt = 0
+		}
+		delay := b.cfg.Remote.Reconnect
+		if s.localFailed {
+			delay = b.cfg.Local.Reconnect
+		}
+		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
+		if !delay.Sleep(ctx, attempt) {
+			b.log.Info().Msg("bridge stopped")
+			return nil
+		}
+		attempt++
+	}
+}

@@ -1,0 +1,100 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// dropOnForward lists MESSAGE headers that belong to the delivery, not to the
+// message: they are recomputed or meaningless on the remote broker. Everything else
+// — persistent, priority, expires, timestamp, correlation-id, reply-to, type,
+// content-type and every application header — is copied unchanged.
+var dropOnForward = map[string]bool{
+	frame.Subscription:  true,
+	frame.MessageId:     true,
+	frame.Ack:           true,
+	frame.Destination:   true,
+	frame.ContentLength: true,
+	frame.Receipt:       true,
+	frame.Transaction:   true,
+	"redelivered":       true,
+	advisory.PathHeader: true,
+	advisory.HopsHeader: true,
+}
+
+// forwardFrame turns a MESSAGE received locally into the SEND for the remote broker,
+// inside transaction tx, recording that it left broker localID.
+//
+// The hop path is "|id1|id2|": the brokers the message has left, in order. The
+// demand subscription's selector keeps the local broker from dispatching a message
+// whose path holds the remote broker or whose hop count reached messageTTL, so a
+// message never revisits a broker and never travels further than allowed.
+func forwardFrame(m *frame.Frame, localID, tx string) *frame.Frame {
+	h := m.Header
+	out := &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(), Body: m.Body}
+	out.Header.Add(frame.Destination, h.Get(frame.Destination))
+	out.Header.Add(frame.Transaction, tx)
+	hops, _ := strconv.Atoi(h.Get(advisory.HopsHeader))
+	out.Header.Add(advisory.PathHeader, advisory.AppendPath(h.Get(advisory.PathHeader), localID))
+	out.Header.Add(advisory.HopsHeader, strconv.Itoa(hops+1))
+	if _, ok := h.Contains(frame.ContentLength); ok {
+		// A content-length makes ActiveMQ build a BytesMessage, its absence a
+		// TextMessage: keep whichever the producer chose.
+		out.Header.Add(frame.ContentLength, strconv.Itoa(len(m.Body)))
+	}
+	seen := make(map[string]bool, h.Len())
+	for i := 0; i < h.Len(); i++ {
+		k, v := h.GetAt(i)
+		if dropOnForward[k] || seen[k] {
+			continue
+		}
+		// STOMP says the first of repeated headers wins; send only that one.
+		seen[k] = true
+		out.Header.Add(k, v)
+	}
+	return out
+}
+
+const connectionAdvisory = "/topic/ActiveMQ.Advisory.Connection"
+
+// brokerID returns the broker's id: override when set, else what the broker tells.
+// ActiveMQ replays a connection advisory for every open connection — ours included —
+// to a new subscriber, and puts its brokerId on it as originBrokerId.
+func brokerID(ctx context.Context, c *stomp.Conn, override string) (string, error) {
+	if override != "" {
+		return override, nil
+	}
+	if c.Flavour() != stomp.ActiveMQ {
+		return "", fmt.Errorf("%s (%s) does not tell its broker id; configure it (--local-id/--remote-id)", c.URI(), c.Server())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Subscribe(ctx, identitySub, connectionAdvisory, "auto",
+		advisory.TransformationHeader, advisory.TransformationJSON); err != nil {
+		return "", err
+	}
+	defer c.Write(context.WithoutCancel(ctx), frame.New(frame.UNSUBSCRIBE, frame.Id, identitySub))
+	for {
+		select {
+		case f, ok := <-c.Deliveries():
+			if !ok {
+				return "", c.Err()
+			}
+			if f.Header.Get(frame.Subscription) != identitySub {
+				continue
+			}
+			if id := f.Header.Get("originBrokerId"); id != "" {
+				return id, nil
+			}
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for the broker id on %s: %w", connectionAdvisory, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package demand
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/brokernet/brokernet/destination"
+)
+
+// Defaults of Options, after ActiveMQ's NetworkBridgeConfiguration
+// (activemq-network.md §1.1 and §2.2).
+const (
+	// DefaultConsumerTTL lets demand travel one hop (networkTTL 1).
+	DefaultConsumerTTL = 1
+	// DefaultMessageTTL lets a message be forwarded once (networkTTL 1).
+	DefaultMessageTTL = 1
+	// DefaultPriorityBase is ActiveMQ's consumerPriorityBase.
+	DefaultPriorityBase = -5
+	// DefaultPrefetch is ActiveMQ's network prefetchSize.
+	DefaultPrefetch = 1000
+)
+
+// Options configures a Table. Use DefaultOptions and set the broker ids:
+// the zero Options is not the default (Conduit and DecreasePriority are
+// false, the TTLs 0).
+type Options struct {
+	// LocalID is the id of the local broker, where the demand subscriptions
+	// are created and from which messages are forwarded.
+	LocalID string
+	// RemoteID is the id of the remote broker, whose consumers create the
+	// demand and to which messages are forwarded.
+	RemoteID string
+	// Conduit makes plain remote consumers with the same destination and the
+	// same selector share one demand subscription, reference-counted by
+	// consumer. Consumers that are themselves network or brokernet demand
+	// subscriptions always get their own, as ActiveMQ's ConduitBridge does
+	// not conduit "proxy proxy" consumers. Default true.
+	Conduit bool
+	// ConsumerTTL is how many hops demand may travel: a remote consumer whose
+	// path already has ConsumerTTL entries is ignored. -1 is unlimited;
+	// 0 ignores every consumer. Default 1.
+	ConsumerTTL int
+	// MessageTTL is how many hops a message may make; it becomes the maxHops
+	// of each subscription's hop filter. -1 is unlimited. Default 1.
+	MessageTTL int
+	// DecreasePriority is ActiveMQ's decreaseNetworkConsumerPriority: demand
+	// subscriptions get PriorityBase, lowered further by the path length,
+	// instead of the remote consumer's priority, so that local consumers and
+	// shorter routes are preferred. Default true (ActiveMQ 5.18's default;
+	// 5.17's was false).
+	DecreasePriority bool
+	// PriorityBase is ActiveMQ's consumerPriorityBase. Default -5.
+	PriorityBase int
+	// Prefetch is the prefetch of each demand subscription; values <= 0 mean
+	// DefaultPrefetch, as STOMP subscriptions cannot use 0. Default 1000.
+	Prefetch int
+	// Filter decides which destinations may be forwarded.
+	Filter destination.Filter
+}
+
+// DefaultOptions returns the default options without broker ids.
+func DefaultOptions() Options {
+	return Options{
+		Conduit:          true,
+		ConsumerTTL:      DefaultConsumerTTL,
+		MessageTTL:       DefaultMessageTTL,
+		DecreasePriority: true,
+		PriorityBase:     DefaultPriorityBase,
+		Prefetch:         DefaultPrefetch,
+	}
+}
+
+// Validate reports every problem of o: missing or equal broker ids, TTLs
+// below -1, and a PriorityBase outside ActiveMQ's priority range.
+func (o Options) Validate() error {
+	var errs []error
+	if o.LocalID == "" {
+		errs = append(errs, errors.New("LocalID is empty"))
+	}
+	if o.RemoteID == "" {
+		errs = append(errs, errors.New("RemoteID is empty"))
+	}
+	if o.LocalID != "" && o.LocalID == o.RemoteID {
+		errs = append(errs, fmt.Errorf("LocalID and RemoteID are both %q (a bridge to itself)", o.LocalID))
+	}
+	if o.ConsumerTTL < -1 {
+		errs = append(errs, fmt.Errorf("ConsumerTTL %d is below -1", o.ConsumerTTL))
+	}
+	if o.MessageTTL < -1 {
+		errs = append(errs, fmt.Errorf("MessageTTL %d is below -1", o.MessageTTL))
+	}
+	if o.PriorityBase < minPriority || o.PriorityBase > maxPriority {
+		errs = append(errs, fmt.Errorf("PriorityBase %d is outside %d..%d", o.PriorityBase, minPriority, maxPriority))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("demand options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// normalized returns o with out-of-range values replaced (TTLs below -1
+// become -1, a non-positive Prefetch becomes DefaultPrefetch) and its own
+// copy of the filter's pattern lists.
+func (o Options) normalized() Options {
+	o.ConsumerTTL = max(o.ConsumerTTL, -1)
+	o.MessageTTL = max(o.MessageTTL, -1)
+	if o.Prefetch <= 0 {
+		o.Prefetch = DefaultPrefetch
+	}
+	// The Table keeps its own pattern lists, so later edits of the caller's
+	// slices cannot change its decisions.
+	o.Filter.Include = slices.Clone(o.Filter.Include)
+	o.Filter.Exclude = slices.Clone(o.Filter.Exclude)
+	return o
+}

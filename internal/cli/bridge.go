@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+const bridgeUsage = `Usage: brokernet bridge [flags] LOCAL REMOTE
+
+Forwards messages sent to LOCAL to REMOTE while a consumer on REMOTE demands them.
+Flags may come before or after the URIs. Broker URIs:
+  stomp://[user:pass@]host:port[?vhost=/&initialReconnectDelay=1000&maxReconnectDelay=30000&backOffMultiplier=2]
+  stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA)
+
+Flags:
+`
+
+type bridgeFlags struct {
+	duplex           bool
+	networkTTL       int
+	messageTTL       int
+	consumerTTL      int
+	prefetch         int
+	window           int
+	conduit          bool
+	decreasePriority bool
+	include, exclude stringList
+	localID          string
+	remoteID         string
+	logLevel         string
+	logFormat        string
+}
+
+func runBridge(ctx context.Context, e *env, args []string) error {
+	var f bridgeFlags
+	fs := newFlagSet(e, "bridge", bridgeUsage)
+	fs.BoolVar(&f.duplex, "duplex", false, "forward in both directions")
+	fs.IntVar(&f.networkTTL, "network-ttl", 1, "broker hops for messages and demand (sets both TTLs); -1 unlimited")
+	fs.IntVar(&f.messageTTL, "message-ttl", 0, "broker hops a message may make (default: --network-ttl)")
+	fs.IntVar(&f.consumerTTL, "consumer-ttl", 0, "broker hops demand may travel (default: --network-ttl)")
+	fs.IntVar(&f.prefetch, "prefetch", bridge.DefaultPrefetch, "prefetch of each demand subscription (prefetchSize)")
+	fs.IntVar(&f.window, "window", bridge.DefaultWindow, "messages forwarded but not yet confirmed by the remote broker")
+	fs.BoolVar(&f.conduit, "conduit-subscriptions", true, "one demand subscription per destination and selector")
+	fs.BoolVar(&f.decreasePriority, "decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
+	fs.Var(&f.include, "include", "destination pattern to forward (repeatable; queue://a.>, topic://b.*, or bare for both)")
+	fs.Var(&f.exclude, "exclude", "destination pattern never to forward (repeatable; wins over --include)")
+	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
+	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
+	pos, err := parseFlags(e, fs, bridgeUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usagef("want LOCAL and REMOTE broker URIs, got %d argument(s)", len(pos))
+	}
+	local, err := stomp.ParseURI(pos[0])
+	if err != nil {
+		return usagef("LOCAL: %v", err)
+	}
+	remote, err := stomp.ParseURI(pos[1])
+	if err != nil {
+		return usagef("REMOTE: %v", err)
+	}
+	opts, err := f.demandOptions()
+	if err != nil {
+		return err
+	}
+	if f.window < 1 {
+		return usagef("--window %d: must be at least 1", f.window)
+	}
+	log, err := newLogger(e.stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+
+	cfgs := []bridge.Config{{
+		Name: local.Addr() + "->" + remote.Addr(), Local: local, Remote: remote,
+		LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, Log: log,
+	}}
+	if f.duplex {
+		cfgs = append(cfgs, bridge.Config{
+			Name: remote.Addr() + "->" + local.Addr(), Local: remote, Remote: local,
+			LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, Log: log,
+		})
+	}
+	return runBridges(ctx, cfgs)
+}
+
+func (f *bridgeFlags) demandOptions() (demand.Options, error) {
+	ttl := func(name string, v int) (int, error) {
+		if v < -1 {
+			return 0, usagef("--%s %d: want -1 (unlimited) or a hop count", name, v)
+		}
+		return v, nil
+	}
+	if _, err := ttl("network-ttl", f.networkTTL); err != nil {
+		return demand.Options{}, err
+	}
+	if f.networkTTL == 0 {
+		return demand.Options{}, usagef("--network-ttl 0: would forward nothing; want -1 or at least 1")
+	}
+	msgTTL, consTTL := f.networkTTL, f.networkTTL
+	if f.messageTTL != 0 {
+		v, err := ttl("message-ttl", f.messageTTL)
+		if err != nil {
+			return demand.Options{}, err
+		}
+		msgTTL = v
+	}
+	if f.consumerTTL != 0 {
+		v, err := ttl("consumer-ttl", f.consumerTTL)
+		if err != nil {
+			return demand.Options{}, err
+		}
+		consTTL = v
+	}
+	if f.prefetch < 1 {
+		return demand.Options{}, usagef("--prefetch %d: must be at least 1 (network consumers do not poll)", f.prefetch)
+	}
+	var filter destination.Filter
+	for _, s := range f.include {
+		p, err := destination.ParsePattern(s)
+		if err != nil {
+			return demand.Options{}, usagef("--include: %v", err)
+		}
+		filter.Include = append(filter.Include, p)
+	}
+	for _, s := range f.exclude {
+		p, err := destination.ParsePattern(s)
+		if err != nil {
+			return demand.Options{}, usagef("--exclude: %v", err)
+		}
+		filter.Exclude = append(filter.Exclude, p)
+	}
+	return demand.Options{
+		Conduit:          f.conduit,
+		ConsumerTTL:      consTTL,
+		MessageTTL:       msgTTL,
+		DecreasePriority: f.decreasePriority,
+		PriorityBase:     -5,
+		Prefetch:         f.prefetch,
+		Filter:           filter,
+	}, nil
+}
+
+// runBridges runs bridges until ctx ends; the first one that fails for good stops all.
+func runBridges(ctx context.Context, cfgs []bridge.Config) error {
+	bridges := make([]*bridge.Bridge, 0, len(cfgs))
+	for _, c := range cfgs {
+		b, err := bridge.New(c)
+		if err != nil {
+			if errors.Is(err, bridge.ErrLoopback) {
+				return usagef("%v", err)
+			}
+			return err
+		}
+		bridges = append(bridges, b)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(bridges))
+	for i, b := range bridges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("bridge %s: %w", cfgs[i].Name, err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

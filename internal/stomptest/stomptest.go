@@ -1,0 +1,252 @@
+// Package stomptest provides producers and counting consumers for tests that run
+// against real brokers.
+package stomptest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// URI parses s or fails the test.
+func URI(tb testing.TB, s string) stomp.URI {
+	tb.Helper()
+	u, err := stomp.ParseURI(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// Dial connects to uri or fails the test; the connection is closed at cleanup.
+func Dial(tb testing.TB, uri string) *stomp.Conn {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := stomp.Dial(ctx, URI(tb, uri), stomp.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Abort)
+	return c
+}
+
+// Message describes one message to send.
+type Message struct {
+	Headers []string // key, value pairs
+	Body    []byte
+}
+
+// SendN sends n messages to dest (a STOMP path such as /queue/q) with headers
+// seq=from..from+n-1, and waits until the broker confirmed each.
+func SendN(tb testing.TB, uri, dest string, from, n int, persistent bool, headers ...string) {
+	tb.Helper()
+	c := Dial(tb, uri)
+	SendOn(tb, c, dest, from, n, persistent, headers...)
+	c.Close(context.Background())
+}
+
+// SendOn is SendN on an existing connection.
+func SendOn(tb testing.TB, c *stomp.Conn, dest string, from, n int, persistent bool, headers ...string) {
+	tb.Helper()
+	if err := Send(context.Background(), c, dest, from, n, persistent, headers...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Send is the error-returning form of SendOn, for goroutines.
+func Send(ctx context.Context, c *stomp.Conn, dest string, from, n int, persistent bool, headers ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	sem := make(chan struct{}, 500)
+	errs := make(chan error, 500)
+	for i := from; i < from+n; i++ {
+		body := []byte("message " + strconv.Itoa(i))
+		f := frame.New(frame.SEND, frame.Destination, dest, "seq", strconv.Itoa(i),
+			"persistent", strconv.FormatBool(persistent))
+		for j := 0; j+1 < len(headers); j += 2 {
+			f.Header.Add(headers[j], headers[j+1])
+		}
+		f.Body = body
+		select {
+		case sem <- struct{}{}:
+		case err := <-errs:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("sending: %w", ctx.Err())
+		}
+		if err := c.WriteReceipt(ctx, f, func(err error) {
+			if err != nil {
+				errs <- err
+			}
+			<-sem
+		}); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < cap(sem); i++ {
+		select {
+		case sem <- struct{}{}:
+		case err := <-errs:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for receipts: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Consumer counts the messages it receives on one subscription. It acknowledges
+// each message (ack mode client-individual) after recording it.
+type Consumer struct {
+	tb   testing.TB
+	conn *stomp.Conn
+
+	mu     sync.Mutex
+	frames []*frame.Frame
+	seqs   map[int]int // seq -> times received
+	dups   int
+	done   chan struct{}
+}
+
+// Subscribe opens a consumer on dest with extra SUBSCRIBE headers (key, value pairs).
+// It is closed at cleanup.
+func Subscribe(tb testing.TB, uri, dest string, headers ...string) *Consumer {
+	tb.Helper()
+	c := &Consumer{tb: tb, conn: Dial(tb, uri), seqs: make(map[int]int), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.conn.Subscribe(ctx, "test-sub", dest, "client-individual", headers...); err != nil {
+		tb.Fatal(err)
+	}
+	go c.run()
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func (c *Consumer) run() {
+	defer close(c.done)
+	for f := range c.conn.Deliveries() {
+		c.mu.Lock()
+		c.frames = append(c.frames, f)
+		if s, err := strconv.Atoi(f.Header.Get("seq")); err == nil {
+			c.seqs[s]++
+			if c.seqs[s] > 1 {
+				c.dups++
+			}
+		}
+		c.mu.Unlock()
+		c.conn.Write(context.Background(), frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack)))
+	}
+}
+
+// Close disconnects the consumer (its unacknowledged messages go back to the broker).
+func (c *Consumer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.conn.Close(ctx)
+	<-c.done
+}
+
+// Count is the number of messages received, duplicates included.
+func (c *Consumer) Count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.frames)
+}
+
+// Distinct is the number of distinct seq values received.
+func (c *Consumer) Distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seqs)
+}
+
+// Duplicates is how many received messages repeated an earlier seq.
+func (c *Consumer) Duplicates() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dups
+}
+
+// Frames returns a copy of what was received, in order.
+func (c *Consumer) Frames() []*frame.Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*frame.Frame(nil), c.frames...)
+}
+
+// Seqs returns the seq headers in arrival order.
+func (c *Consumer) Seqs() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int, 0, len(c.frames))
+	for _, f := range c.frames {
+		s, _ := strconv.Atoi(f.Header.Get("seq"))
+		out = append(out, s)
+	}
+	return out
+}
+
+// Missing lists the seqs in [from, from+n) never received.
+func (c *Consumer) Missing(from, n int) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i := from; i < from+n; i++ {
+		if c.seqs[i] == 0 {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// WaitDistinct waits until n distinct seqs arrived, failing the test at the deadline.
+func (c *Consumer) WaitDistinct(n int, timeout time.Duration) {
+	c.tb.Helper()
+	Eventually(c.tb, timeout, func() error {
+		if got := c.Distinct(); got < n {
+			return fmt.Errorf("consumer has %d distinct messages, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+// Eventually polls cond every 20 ms until it returns nil, failing the test with its
+// last error at the deadline.
+func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stays checks that cond keeps returning nil for d (used to show that something does
+// NOT happen, for example that messages stay on a broker), failing at the first error.
+func Stays(tb testing.TB, d time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			tb.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,538 @@
+// Package testbroker runs real ActiveMQ Classic 5.17 brokers (Debian package
+// `activemq`) for integration tests and benchmarks. It shells out to
+// testdata/activemq.sh in the module root, which installs the package and
+// starts/stops instances out of throw-away directories.
+package testbroker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options configures a broker instance. Zero values give a non-persistent
+// broker with a generated unique name.
+type Options struct {
+	// Name and ID are the brokerName and brokerId. The default name is derived
+	// from the test name (or "broker" outside tests) plus a process-wide
+	// counter; the default ID is Name + "-id".
+	Name, ID string
+	// Persistent enables KahaDB in DataDir.
+	Persistent bool
+	// DataDir is the data directory (KahaDB). Give two instances the same
+	// DataDir for shared-storage master/slave. Default: DIR/data.
+	DataDir string
+	// NetworkConnectors are OpenWire URIs of other brokers, e.g.
+	// "tcp://127.0.0.1:1234"; each becomes a native, non-duplex
+	// <networkConnector uri="static:(URI)">. URIs starting with "static:" or
+	// "masterslave:" are used as they are.
+	NetworkConnectors []string
+	// NetworkTTL is the networkTTL of the network connectors (default 1).
+	NetworkTTL int
+	// NoWait makes Start return right after launching the JVM, without
+	// waiting for the ports (a shared-storage slave opens none until it holds
+	// the store lock). Use WaitReady later.
+	NoWait bool
+	// Xmx is the JVM heap limit, default "256m".
+	Xmx string
+	// StompPort and OpenWirePort are picked with FreePorts when zero.
+	StompPort, OpenWirePort int
+}
+
+// ActiveMQ is a running (or stopped) broker instance.
+type ActiveMQ struct {
+	script   string
+	dir      string
+	dataDir  string
+	name, id string
+	opt      Options
+	stomp    int
+	openwire int
+
+	mu     sync.Mutex
+	pid    int
+	closed bool
+}
+
+// DefaultStartTimeout bounds Start and Restart when the context has no deadline.
+const DefaultStartTimeout = 60 * time.Second
+
+var (
+	installOnce sync.Once
+	installErr  error
+
+	scriptOnce sync.Once
+	scriptPath string
+	scriptErr  error
+
+	nameCounter atomic.Int64
+)
+
+// ScriptPath returns the absolute path of testdata/activemq.sh, found by
+// walking up to the module root (go.mod) from this source file or, failing
+// that, from the working directory. $BROKERNET_ACTIVEMQ_SH overrides it.
+func ScriptPath() (string, error) {
+	scriptOnce.Do(func() {
+		if p := os.Getenv("BROKERNET_ACTIVEMQ_SH"); p != "" {
+			scriptPath, scriptErr = filepath.Abs(p)
+			return
+		}
+		var starts []string
+		if _, file, _, ok := runtime.Caller(0); ok {
+			starts = append(starts, filepath.Dir(file))
+		}
+		if wd, err := os.Getwd(); err == nil {
+			starts = append(starts, wd)
+		}
+		for _, start := range starts {
+			for d := start; ; d = filepath.Dir(d) {
+				if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+					p := filepath.Join(d, "testdata", "activemq.sh")
+					if _, err := os.Stat(p); err == nil {
+						scriptPath = p
+						return
+					}
+					break // module root without the script: try the next start
+				}
+				if filepath.Dir(d) == d {
+					break
+				}
+			}
+		}
+		scriptErr = errors.New("testbroker: testdata/activemq.sh not found above " + strings.Join(starts, " or "))
+	})
+	return scriptPath, scriptErr
+}
+
+// Install runs `activemq.sh install` once per process. It is a no-op (and
+// fast) when ActiveMQ and the extra jars are already installed.
+func Install() error {
+	installOnce.Do(func() {
+		script, err := ScriptPath()
+		if err != nil {
+			installErr = err
+			return
+		}
+		out, err := exec.Command("bash", script, "install").CombinedOutput()
+		if err != nil {
+			installErr = fmt.Errorf("testbroker: %s install: %v\n%s", script, err, out)
+		}
+	})
+	return installErr
+}
+
+var nonNameChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+func defaultName(base string) string {
+	base = strings.Trim(nonNameChars.ReplaceAllString(base, "_"), "_.-")
+	if base == "" {
+		base = "broker"
+	}
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return fmt.Sprintf("%s-%d", base, nameCounter.Add(1))
+}
+
+// StartActiveMQ installs ActiveMQ if needed, starts a broker in a fresh
+// temporary directory and registers a cleanup that kills it and removes the
+// directory (also when the test fails; then the log tail is logged too).
+// Any error fails the test.
+func StartActiveMQ(tb testing.TB, opt Options) *ActiveMQ {
+	tb.Helper()
+	if err := Install(); err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	if opt.Name == "" {
+		opt.Name = defaultName(tb.Name())
+	}
+	dir, err := os.MkdirTemp("", "activemq-"+opt.Name+"-")
+	if err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultStartTimeout)
+	defer cancel()
+	b, err := Start(ctx, dir, opt)
+	if err != nil {
+		os.RemoveAll(dir)
+		tb.Fatalf("testbroker: %v", err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("testbroker: broker %s (dir %s) log tail:\n%s", b.name, b.dir, b.LogTail(30))
+		}
+		if err := b.Close(); err != nil {
+			tb.Errorf("testbroker: closing %s: %v", b.name, err)
+		}
+	})
+	return b
+}
+
+// Start starts a broker whose configuration, logs and (by default) data live
+// in dir. Unless opt.NoWait, it returns once the STOMP port accepts
+// connections. The caller must Close the broker. On error the JVM (if any)
+// has been killed; dir is left for inspection.
+func Start(ctx context.Context, dir string, opt Options) (*ActiveMQ, error) {
+	if err := Install(); err != nil {
+		return nil, err
+	}
+	script, err := ScriptPath()
+	if err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		return nil, errors.New("testbroker: Start needs a directory")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	if opt.Name == "" {
+		opt.Name = defaultName("broker")
+	}
+	if opt.ID == "" {
+		opt.ID = opt.Name + "-id"
+	}
+	if opt.Xmx == "" {
+		opt.Xmx = "256m"
+	}
+	if opt.StompPort == 0 || opt.OpenWirePort == 0 {
+		ports, err := FreePorts(2)
+		if err != nil {
+			return nil, fmt.Errorf("testbroker: %w", err)
+		}
+		if opt.StompPort == 0 {
+			opt.StompPort = ports[0]
+		}
+		if opt.OpenWirePort == 0 {
+			opt.OpenWirePort = ports[1]
+		}
+	}
+	dataDir := opt.DataDir
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data")
+	}
+	if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return nil, err
+	}
+	b := &ActiveMQ{
+		script:   script,
+		dir:      dir,
+		dataDir:  dataDir,
+		name:     opt.Name,
+		id:       opt.ID,
+		opt:      opt,
+		stomp:    opt.StompPort,
+		openwire: opt.OpenWirePort,
+	}
+	if err := b.launch(ctx, !opt.NoWait); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// launch runs `activemq.sh start --no-wait` and, if wait, WaitReady.
+func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errors.New("testbroker: broker is closed")
+	}
+	b.mu.Unlock()
+	args := []string{b.script, "start",
+		"--dir", b.dir,
+		"--name", b.name,
+		"--id", b.id,
+		"--stomp-port", strconv.Itoa(b.stomp),
+		"--openwire-port", strconv.Itoa(b.openwire),
+		"--data-dir", b.dataDir,
+		"--xmx", b.opt.Xmx,
+		"--no-wait",
+	}
+	if b.opt.Persistent {
+		args = append(args, "--persistent")
+	}
+	for _, nc := range b.opt.NetworkConnectors {
+		args = append(args, "--network-connector", nc)
+	}
+	if b.opt.NetworkTTL != 0 {
+		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	out, err := b.run(ctx, args...)
+	if err != nil {
+		b.run(context.Background(), b.script, "kill", "--dir", b.dir) //nolint:errcheck // best effort
+		return fmt.Errorf("testbroker: starting %s: %w", b.name, err)
+	}
+	fields := strings.Fields(out)
+	if len(fields) == 0 {
+		return fmt.Errorf("testbroker: starting %s: script printed no pid", b.name)
+	}
+	pid, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil {
+		return fmt.Errorf("testbroker: starting %s: bad pid %q", b.name, out)
+	}
+	b.mu.Lock()
+	b.pid = pid
+	b.mu.Unlock()
+	if !wait {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultStartTimeout)
+		defer cancel()
+	}
+	if err := b.WaitReady(ctx); err != nil {
+		b.Kill() //nolint:errcheck // best effort
+		return err
+	}
+	return nil
+}
+
+// run executes the script and returns its stdout; errors carry its stderr.
+func (b *ActiveMQ) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(b.script), args[1], err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Name returns the brokerName.
+func (b *ActiveMQ) Name() string { return b.name }
+
+// ID returns the brokerId.
+func (b *ActiveMQ) ID() string { return b.id }
+
+// Dir returns the instance directory (conf, lib, logs, default data).
+func (b *ActiveMQ) Dir() string { return b.dir }
+
+// DataDir returns the data directory (KahaDB when persistent).
+func (b *ActiveMQ) DataDir() string { return b.dataDir }
+
+// StompPort returns the STOMP port on 127.0.0.1.
+func (b *ActiveMQ) StompPort() int { return b.stomp }
+
+// OpenWirePort returns the OpenWire port on 127.0.0.1.
+func (b *ActiveMQ) OpenWirePort() int { return b.openwire }
+
+// StompAddr returns "127.0.0.1:PORT" of the STOMP connector.
+func (b *ActiveMQ) StompAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.stomp)) }
+
+// StompURI returns "stomp://127.0.0.1:PORT".
+func (b *ActiveMQ) StompURI() string { return "stomp://" + b.StompAddr() }
+
+// OpenWireAddr returns "127.0.0.1:PORT" of the OpenWire connector.
+func (b *ActiveMQ) OpenWireAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.openwire))
+}
+
+// OpenWireURI returns "tcp://127.0.0.1:PORT", suitable for another broker's
+// Options.NetworkConnectors.
+func (b *ActiveMQ) OpenWireURI() string { return "tcp://" + b.OpenWireAddr() }
+
+// Pid returns the pid of the broker's JVM (of the last start).
+func (b *ActiveMQ) Pid() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pid
+}
+
+// Running reports whether the broker's JVM is alive.
+func (b *ActiveMQ) Running() bool { return b.alive(b.Pid()) }
+
+// alive reports whether pid is a live (non-zombie) JVM of this instance.
+func (b *ActiveMQ) alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		if s := stat[i+2]; s == 'Z' || s == 'X' {
+			return false
+		}
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	if len(cmdline) == 0 {
+		// A process in the middle of execve shows an empty command line.
+		return true
+	}
+	want := "-Dactivemq.base=" + b.dir
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		if string(arg) == want {
+			return true
+		}
+	}
+	// The script resolves symlinks in the dir (pwd -P); accept that form too.
+	if real, err := filepath.EvalSymlinks(b.dir); err == nil && real != b.dir {
+		want = "-Dactivemq.base=" + real
+		for _, arg := range bytes.Split(cmdline, []byte{0}) {
+			if string(arg) == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WaitReady waits until the STOMP (and OpenWire) port accepts TCP
+// connections, e.g. for a shared-storage slave started with NoWait. It fails
+// early if the JVM dies.
+func (b *ActiveMQ) WaitReady(ctx context.Context) error {
+	pid := b.Pid()
+	for {
+		if !b.alive(pid) {
+			return fmt.Errorf("testbroker: broker %s (pid %d) is not running; log tail:\n%s", b.name, pid, b.LogTail(40))
+		}
+		// Both connectors listening means the broker has started: the
+		// OpenWire connector is opened after the STOMP one.
+		if b.accepts(ctx, b.StompAddr()) && b.accepts(ctx, b.OpenWireAddr()) {
+			if b.alive(pid) {
+				return nil
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testbroker: broker %s not listening on %s: %w; log tail:\n%s", b.name, b.StompAddr(), ctx.Err(), b.LogTail(40))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (b *ActiveMQ) accepts(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// Kill sends SIGKILL to the JVM and waits until it is gone. It succeeds if
+// the broker is not running.
+func (b *ActiveMQ) Kill() error {
+	if _, err := os.Stat(b.dir); err != nil {
+		return nil
+	}
+	if _, err := b.run(context.Background(), b.script, "kill", "--dir", b.dir); err != nil {
+		return fmt.Errorf("testbroker: %w", err)
+	}
+	return nil
+}
+
+// Stop shuts the broker down gracefully (SIGTERM, SIGKILL after 20 s).
+func (b *ActiveMQ) Stop() error {
+	if _, err := os.Stat(b.dir); err != nil {
+		return nil
+	}
+	if _, err := b.run(context.Background(), b.script, "stop", "--dir", b.dir, "--timeout", "20"); err != nil {
+		return fmt.Errorf("testbroker: %w", err)
+	}
+	return nil
+}
+
+// Restart starts the broker again with the same ports, directory and data
+// (after Kill or Stop; a running broker is killed first) and waits until it
+// listens.
+func (b *ActiveMQ) Restart(ctx context.Context) error {
+	if err := b.Kill(); err != nil {
+		return err
+	}
+	return b.launch(ctx, true)
+}
+
+// RestartNoWait is Restart without waiting for the ports (for a broker that
+// will come back as a shared-storage slave).
+func (b *ActiveMQ) RestartNoWait(ctx context.Context) error {
+	if err := b.Kill(); err != nil {
+		return err
+	}
+	return b.launch(ctx, false)
+}
+
+// Signal sends sig to the JVM (e.g. syscall.SIGSTOP to freeze the broker).
+func (b *ActiveMQ) Signal(sig syscall.Signal) error {
+	pid := b.Pid()
+	if !b.alive(pid) {
+		return fmt.Errorf("testbroker: broker %s is not running", b.name)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Close kills the broker and removes its directory. It is idempotent. A
+// DataDir outside the directory is left alone.
+func (b *ActiveMQ) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	kerr := b.Kill()
+	if kerr != nil {
+		// Last resort, without the script.
+		if pid := b.Pid(); b.alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck
+		}
+	}
+	rerr := os.RemoveAll(b.dir)
+	return errors.Join(kerr, rerr)
+}
+
+// LogTail returns the last n lines of the broker log (activemq.log), followed
+// by the last lines of the JVM's stdout/stderr (stdout.log).
+func (b *ActiveMQ) LogTail(n int) string {
+	var parts []string
+	for _, f := range []string{"activemq.log", "stdout.log"} {
+		data, err := os.ReadFile(filepath.Join(b.dir, f))
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		m := n
+		if f == "stdout.log" && m > 10 {
+			m = 10 // mostly the JVM's start banner
+		}
+		parts = append(parts, "==> "+f+" <==\n"+tailLines(string(data), m))
+	}
+	if len(parts) == 0 {
+		return "(no broker log in " + b.dir + ")"
+	}
+	return strings.Join(parts, "\n")
+}
+
+func tailLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	if n > 0 && len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

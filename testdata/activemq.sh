@@ -1,0 +1,416 @@
+#!/usr/bin/env bash
+# Test-broker tooling: installs Debian's ActiveMQ Classic 5.17 and runs
+# throw-away broker instances out of arbitrary directories.
+#
+#   activemq.sh install
+#   activemq.sh start --dir DIR --name NAME --id ID --stomp-port P --openwire-port P
+#                     [--persistent] [--data-dir D] [--network-connector URI ...]
+#                     [--network-ttl N] [--xmx 256m] [--no-wait] [--timeout 60]
+#   activemq.sh stop  --dir DIR [--timeout 20]
+#   activemq.sh kill  --dir DIR
+#   activemq.sh status --dir DIR      (exit 0 and print the pid if running)
+#
+# See testdata/README.md.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TEMPLATE="${ACTIVEMQ_TEMPLATE:-$SCRIPT_DIR/activemq.xml.tmpl}"
+AMQ_HOME="${ACTIVEMQ_HOME:-/usr/share/activemq}"
+AMQ_JAR="$AMQ_HOME/bin/activemq.jar"
+JAVA="${JAVA:-java}"
+
+# Jars needed for JSON/XML transformations over STOMP (advisories, map messages),
+# looked for in /usr/share/java. Debian's xpp3.jar (libxpp3-java, a dependency of
+# libxstream-java) already contains the org.xmlpull.v1 API, so a separate
+# xmlpull.jar is linked only if one happens to be installed.
+EXTRA_JARS=(xstream.jar jettison.jar xpp3.jar)
+OPTIONAL_JARS=(xmlpull.jar)
+APT_PACKAGES=(activemq libxstream-java libjettison-java libxpp3-java)
+
+die() {
+	echo "activemq.sh: $*" >&2
+	exit 1
+}
+
+# find_jar NAME: prints the path of NAME in /usr/share/java (or a versioned variant).
+find_jar() {
+	local name="$1" base="${1%.jar}" f
+	if [[ -e "/usr/share/java/$name" ]]; then
+		echo "/usr/share/java/$name"
+		return 0
+	fi
+	for f in /usr/share/java/"$base"-[0-9]*.jar; do
+		if [[ -e "$f" ]]; then
+			echo "$f"
+			return 0
+		fi
+	done
+	return 1
+}
+
+missing_bits() {
+	local j
+	[[ -f "$AMQ_JAR" ]] || echo "$AMQ_JAR"
+	for j in "${EXTRA_JARS[@]}"; do
+		find_jar "$j" >/dev/null || echo "$j"
+	done
+}
+
+# stop_system_broker: the Debian package ships an init script / systemd unit for
+# instances under /etc/activemq/instances-enabled. Tests must never see a stray
+# broker on the default ports, so make sure none runs and none starts at boot.
+stop_system_broker() {
+	if command -v systemctl >/dev/null 2>&1; then
+		systemctl disable --now activemq.service >/dev/null 2>&1 || true
+	fi
+	if [[ -x /etc/init.d/activemq ]]; then
+		/etc/init.d/activemq stop >/dev/null 2>&1 || true
+		if command -v update-rc.d >/dev/null 2>&1; then
+			update-rc.d activemq disable >/dev/null 2>&1 || true
+		fi
+	fi
+	local p
+	# Instances of the system package run as user "activemq" with a base under /var/lib/activemq.
+	for p in $(pgrep -f -- '-Dactivemq.base=/var/lib/activemq' 2>/dev/null || true); do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+}
+
+cmd_install() {
+	local missing
+	missing="$(missing_bits)"
+	if [[ -z "$missing" ]]; then
+		return 0
+	fi
+	echo "activemq.sh: installing (missing: $(echo "$missing" | tr '\n' ' '))" >&2
+	# Keep the package's postinst from starting a system broker: policy-rc.d exit 101
+	# makes invoke-rc.d / deb-systemd-invoke skip service starts.
+	local policy=/usr/sbin/policy-rc.d created_policy=""
+	if [[ ! -e "$policy" ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod +x "$policy"
+		created_policy=1
+	fi
+	local rc=0
+	{
+		apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				"${APT_PACKAGES[@]}"
+	} >&2 || rc=$?
+	if [[ -n "$created_policy" ]]; then
+		rm -f "$policy"
+	fi
+	[[ $rc -eq 0 ]] || die "apt-get failed (exit $rc)"
+	stop_system_broker
+	missing="$(missing_bits)"
+	[[ -z "$missing" ]] || die "still missing after install: $missing"
+}
+
+# ---- process helpers -------------------------------------------------------
+
+# alive PID DIR: true if PID is a live (non-zombie) java process of the instance in DIR.
+alive() {
+	local pid="$1" dir="$2" state
+	[[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
+	state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
+	[[ "$state" != "Z" && "$state" != "X" ]] || return 1
+	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "-Dactivemq.base=$dir"
+}
+
+read_pid() {
+	local dir="$1"
+	[[ -f "$dir/pid" ]] || return 0
+	tr -dc '0-9' <"$dir/pid"
+}
+
+port_open() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+xml_escape() {
+	local s="$1"
+	s="${s//&/&amp;}"
+	s="${s//</&lt;}"
+	s="${s//>/&gt;}"
+	s="${s//\"/&quot;}"
+	printf '%s' "$s"
+}
+
+log_tail() {
+	local dir="$1" f
+	for f in "$dir/activemq.log" "$dir/stdout.log"; do
+		if [[ -s "$f" ]]; then
+			echo "---- tail of $f (Java stack frames omitted) ----" >&2
+			grep -v -E '^[[:space:]]+(at |\.\.\. [0-9]+ more)' "$f" | tail -n 30 >&2 || true
+		fi
+	done
+}
+
+abs_path() {
+	mkdir -p "$1"
+	(cd "$1" && pwd -P)
+}
+
+cmd_start() {
+	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
+	local ttl=1 xmx=256m nowait="" timeout=60
+	local -a ncs=()
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--dir) dir="$2"; shift 2 ;;
+		--name) name="$2"; shift 2 ;;
+		--id) id="$2"; shift 2 ;;
+		--stomp-port) stomp_port="$2"; shift 2 ;;
+		--openwire-port) ow_port="$2"; shift 2 ;;
+		--persistent) persistent=true; shift ;;
+		--data-dir) data_dir="$2"; shift 2 ;;
+		--network-connector) ncs+=("$2"); shift 2 ;;
+		--network-ttl) ttl="$2"; shift 2 ;;
+		--xmx) xmx="$2"; shift 2 ;;
+		--no-wait) nowait=1; shift ;;
+		--timeout) timeout="$2"; shift 2 ;;
+		*) die "start: unknown argument $1" ;;
+		esac
+	done
+	[[ -n "$dir" ]] || die "start: --dir is required"
+	[[ -n "$name" ]] || die "start: --name is required"
+	[[ "$stomp_port" =~ ^[0-9]+$ ]] || die "start: --stomp-port is required"
+	[[ "$ow_port" =~ ^[0-9]+$ ]] || die "start: --openwire-port is required"
+	[[ "$ttl" =~ ^-?[0-9]+$ ]] || die "start: bad --network-ttl $ttl"
+	[[ -n "$id" ]] || id="$name"
+	[[ -f "$AMQ_JAR" ]] || die "$AMQ_JAR not found; run '$0 install' first"
+	[[ -f "$TEMPLATE" ]] || die "template $TEMPLATE not found"
+
+	dir="$(abs_path "$dir")"
+	if [[ -z "$data_dir" ]]; then
+		data_dir="$dir/data"
+	fi
+	data_dir="$(abs_path "$data_dir")"
+
+	local old
+	old="$(read_pid "$dir")"
+	if alive "$old" "$dir"; then
+		die "an instance is already running in $dir (pid $old)"
+	fi
+	local p
+	for p in "$stomp_port" "$ow_port"; do
+		if port_open "$p"; then
+			die "port $p on 127.0.0.1 is already in use"
+		fi
+	done
+
+	mkdir -p "$dir/conf" "$dir/lib" "$dir/tmp"
+
+	# Jars for JSON advisories / map messages over STOMP.
+	local j path
+	for j in "${EXTRA_JARS[@]}"; do
+		path="$(find_jar "$j")" || die "$j not found in /usr/share/java; run '$0 install'"
+		ln -sfn "$path" "$dir/lib/$j"
+	done
+	for j in "${OPTIONAL_JARS[@]}"; do
+		if path="$(find_jar "$j")"; then
+			ln -sfn "$path" "$dir/lib/$j"
+		fi
+	done
+
+	# Network connectors.
+	local ncxml="" i=0 uri
+	if [[ ${#ncs[@]} -gt 0 ]]; then
+		ncxml="<networkConnectors>"
+		for uri in "${ncs[@]}"; do
+			case "$uri" in
+			static:* | masterslave:* | multicast:* | multicast6:* | simple:*) ;;
+			*) uri="static:(${uri})?initialReconnectDelay=200&maxReconnectDelay=1000&useExponentialBackOff=false" ;;
+			esac
+			ncxml+=$'\n'"      <networkConnector name=\"nc${i}\" uri=\"$(xml_escape "$uri")\" networkTTL=\"${ttl}\" duplex=\"false\"/>"
+			i=$((i + 1))
+		done
+		ncxml+=$'\n'"    </networkConnectors>"
+	fi
+
+	local persistence=""
+	if [[ "$persistent" == true ]]; then
+		# Short lock retry interval: a shared-storage slave takes over ~1 s after the master dies.
+		persistence="<persistenceAdapter>
+      <kahaDB directory=\"$(xml_escape "$data_dir/kahadb")\" journalMaxFileLength=\"16mb\">
+        <locker><shared-file-locker lockAcquireSleepInterval=\"500\"/></locker>
+      </kahaDB>
+    </persistenceAdapter>"
+	fi
+
+	local xml
+	xml="$(<"$TEMPLATE")"
+	xml="${xml//@BROKER_NAME@/$(xml_escape "$name")}"
+	xml="${xml//@BROKER_ID@/$(xml_escape "$id")}"
+	xml="${xml//@PERSISTENT@/$persistent}"
+	xml="${xml//@DATA_DIR@/$(xml_escape "$data_dir")}"
+	xml="${xml//@TMP_DIR@/$(xml_escape "$dir/tmp")}"
+	xml="${xml//@STOMP_PORT@/$stomp_port}"
+	xml="${xml//@OPENWIRE_PORT@/$ow_port}"
+	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
+	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
+	printf '%s\n' "$xml" >"$dir/conf/activemq.xml"
+
+	cat >"$dir/conf/log4j.properties" <<EOF
+log4j.rootLogger=INFO, logfile
+log4j.logger.org.apache.activemq.spring=WARN
+log4j.logger.org.apache.activemq.web.handler=WARN
+log4j.logger.org.springframework=WARN
+log4j.logger.org.apache.xbean=WARN
+log4j.logger.org.apache.camel=WARN
+log4j.appender.logfile=org.apache.log4j.FileAppender
+log4j.appender.logfile.file=$dir/activemq.log
+log4j.appender.logfile.append=true
+log4j.appender.logfile.layout=org.apache.log4j.PatternLayout
+log4j.appender.logfile.layout.ConversionPattern=%d{ISO8601} | %-5p | %m | %c | %t%n
+EOF
+
+	local -a jvm=(
+		"-Xmx${xmx}" -Xss512k
+		-XX:+UseSerialGC -Xshare:auto
+		-Djava.net.preferIPv4Stack=true
+		-Djava.awt.headless=true
+		"-Djava.io.tmpdir=$dir/tmp"
+		"-Dactivemq.base=$dir"
+		"-Dactivemq.home=$AMQ_HOME"
+		"-Dactivemq.conf=$dir/conf"
+		"-Dactivemq.data=$data_dir"
+		"-Dlog4j.configuration=file:$dir/conf/log4j.properties"
+	)
+	# Extra JVM options (e.g. for benchmarks); given last, so they win.
+	if [[ -n "${ACTIVEMQ_JAVA_OPTS:-}" ]]; then
+		local -a extra
+		read -r -a extra <<<"$ACTIVEMQ_JAVA_OPTS"
+		jvm+=("${extra[@]}")
+	fi
+	jvm+=(-jar "$AMQ_JAR" start "xbean:file:$dir/conf/activemq.xml")
+
+	echo "==== start $(date '+%F %T') ====" >>"$dir/stdout.log"
+	local pid
+	# setsid: own session, so signals to the caller's process group don't reach it.
+	setsid nohup "$JAVA" "${jvm[@]}" </dev/null >>"$dir/stdout.log" 2>&1 &
+	pid=$!
+	echo "$pid" >"$dir/pid"
+	# $! is the forked shell until setsid and nohup have exec'ed the JVM; wait
+	# for that, so that callers never look at the process mid-exec (its
+	# command line reads empty then).
+	local n=0
+	while ! { [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == */java ]] && alive "$pid" "$dir"; }; do
+		if [[ ! -e "/proc/$pid" ]] || grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; then
+			echo "activemq.sh: broker $name (pid $pid) died during start-up" >&2
+			log_tail "$dir"
+			exit 1
+		fi
+		n=$((n + 1))
+		((n < 200)) || die "pid $pid did not become the JVM of $dir"
+		sleep 0.02
+	done
+
+	if [[ -z "$nowait" ]]; then
+		local deadline=$((SECONDS + timeout))
+		# Both connectors listening = broker started (a bind failure of the
+		# second one would kill the JVM after the first one opened).
+		while ! { port_open "$stomp_port" && port_open "$ow_port"; }; do
+			if ! alive "$pid" "$dir"; then
+				echo "activemq.sh: broker $name (pid $pid) died during start-up" >&2
+				log_tail "$dir"
+				exit 1
+			fi
+			if ((SECONDS >= deadline)); then
+				echo "activemq.sh: broker $name (pid $pid) not listening on $stomp_port/$ow_port after ${timeout}s" >&2
+				log_tail "$dir"
+				kill -KILL "$pid" 2>/dev/null || true
+				exit 1
+			fi
+			sleep 0.05
+		done
+		if ! alive "$pid" "$dir"; then
+			echo "activemq.sh: broker $name (pid $pid) died during start-up" >&2
+			log_tail "$dir"
+			exit 1
+		fi
+	fi
+	echo "$pid"
+}
+
+# wait_gone PID DIR SECONDS: true once the process is gone.
+wait_gone() {
+	local pid="$1" dir="$2" secs="$3"
+	local deadline=$((SECONDS + secs))
+	while alive "$pid" "$dir"; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.05
+	done
+}
+
+parse_dir_args() {
+	DIR="" TIMEOUT=20
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--dir) DIR="$2"; shift 2 ;;
+		--timeout) TIMEOUT="$2"; shift 2 ;;
+		*) die "unknown argument $1" ;;
+		esac
+	done
+	[[ -n "$DIR" ]] || die "--dir is required"
+	if [[ -d "$DIR" ]]; then
+		DIR="$(cd "$DIR" && pwd -P)"
+	fi
+}
+
+cmd_stop() {
+	parse_dir_args "$@"
+	[[ -d "$DIR" ]] || return 0
+	local pid
+	pid="$(read_pid "$DIR")"
+	if alive "$pid" "$DIR"; then
+		kill -TERM "$pid" 2>/dev/null || true
+		if ! wait_gone "$pid" "$DIR" "$TIMEOUT"; then
+			echo "activemq.sh: pid $pid did not stop in ${TIMEOUT}s, killing" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+			wait_gone "$pid" "$DIR" 10 || die "pid $pid survived SIGKILL"
+		fi
+	fi
+	rm -f "$DIR/pid"
+}
+
+cmd_kill() {
+	parse_dir_args "$@"
+	[[ -d "$DIR" ]] || return 0
+	local pid
+	pid="$(read_pid "$DIR")"
+	if alive "$pid" "$DIR"; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" "$DIR" 10 || die "pid $pid survived SIGKILL"
+	fi
+	rm -f "$DIR/pid"
+}
+
+cmd_status() {
+	parse_dir_args "$@"
+	local pid
+	pid="$(read_pid "$DIR")"
+	if alive "$pid" "$DIR"; then
+		echo "$pid"
+		return 0
+	fi
+	return 1
+}
+
+usage() {
+	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+[[ $# -ge 1 ]] || usage
+sub="$1"
+shift
+case "$sub" in
+install) cmd_install "$@" ;;
+start) cmd_start "$@" ;;
+stop) cmd_stop "$@" ;;
+kill) cmd_kill "$@" ;;
+status) cmd_status "$@" ;;
+-h | --help | help) usage ;;
+*) usage ;;
+esac

@@ -1,0 +1,548 @@
+// Package stomp is brokernet's STOMP 1.2 client: one connection with pipelined
+// writes, any number of receipts outstanding, bounded frames and spec-correct heart-beats.
+//
+// It is built on go-stomp's frame types rather than on go-stomp's Conn because that
+// client allows one outstanding receipt per connection, wedges after a late receipt,
+// flushes the socket once per frame and misreads a heart-beat answer of 0,0
+// (measured; see shared/reference/go-libraries.md §1). A bridge needs hundreds of
+// confirmations in flight on one connection.
+package stomp
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+// ErrClosed is the error of a connection closed by this side.
+var ErrClosed = errors.New("stomp connection closed")
+
+// BrokerError is a STOMP ERROR frame. Brokers close the connection after sending one
+// (the spec says they must; ActiveMQ sometimes does not, and brokernet closes it then).
+type BrokerError struct {
+	Message string // the ERROR frame's message header
+	Detail  string // the start of its body
+}
+
+func (e *BrokerError) Error() string {
+	if e.Detail == "" {
+		return "broker error: " + e.Message
+	}
+	return "broker error: " + e.Message + ": " + e.Detail
+}
+
+// Flavour is the broker implementation, learnt from the CONNECTED frame's server header.
+type Flavour int
+
+// Known broker flavours.
+const (
+	Unknown Flavour = iota
+	ActiveMQ
+	RabbitMQ
+	Artemis
+)
+
+func (f Flavour) String() string {
+	switch f {
+	case ActiveMQ:
+		return "activemq"
+	case RabbitMQ:
+		return "rabbitmq"
+	case Artemis:
+		return "artemis"
+	}
+	return "unknown"
+}
+
+func flavourOf(server string) Flavour {
+	s := strings.ToLower(server)
+	switch {
+	case strings.Contains(s, "artemis"):
+		return Artemis
+	case strings.HasPrefix(s, "activemq"):
+		return ActiveMQ
+	case strings.HasPrefix(s, "rabbitmq"):
+		return RabbitMQ
+	}
+	return Unknown
+}
+
+// Options tune a connection. The zero value gives the defaults.
+type Options struct {
+	// ConnectTimeout bounds dialing, TLS and the CONNECT/CONNECTED exchange. Default 10 s.
+	ConnectTimeout time.Duration
+	// WriteTimeout bounds one socket write; a broker that stops reading for longer
+	// kills the connection instead of stalling it forever. Default 30 s.
+	WriteTimeout time.Duration
+	// MaxFrameSize bounds the header section and the body of a received frame. Default 64 MiB.
+	MaxFrameSize int
+	// WriteQueue is the number of frames queued for the writer. Default 1024.
+	WriteQueue int
+	// DeliveryQueue is the capacity of Deliveries. Default 1024. When it is full the
+	// reader waits, which stalls only this connection's reads; prefetch limits bound it.
+	DeliveryQueue int
+}
+
+func (o *Options) defaults() {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = 64 << 20
+	}
+	if o.WriteQueue <= 0 {
+		o.WriteQueue = 1024
+	}
+	if o.DeliveryQueue <= 0 {
+		o.DeliveryQueue = 1024
+	}
+}
+
+// Conn is one STOMP connection. Its methods are safe for concurrent use.
+//
+// Frames written with Write and Request go out in call order. Receipt callbacks run
+// on the connection's reader goroutine, in the order the broker sent the receipts;
+// they must not block. MESSAGE frames of all subscriptions arrive on Deliveries.
+type Conn struct {
+	uri     URI
+	opts    Options
+	nc      net.Conn
+	server  string
+	flavour Flavour
+	session string
+
+	sendEvery   time.Duration // heart-beat send interval, 0 = none
+	expectEvery time.Duration // heart-beat receive interval, 0 = none
+
+	out        chan *frame.Frame
+	deliveries chan *frame.Frame
+	done       chan struct{}
+	failOnce   sync.Once
+	err        error // set before done is closed
+
+	mu       sync.Mutex
+	receipts map[string]func(error) // nil once the connection failed
+	seq      atomic.Uint64
+
+	wrote atomic.Bool // something was written since the last heart-beat tick
+}
+
+// Dial connects and completes the STOMP handshake.
+func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
+	opts.defaults()
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", uri.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", uri, err)
+	}
+	if uri.TLS {
+		cfg, err := tlsConfig(uri)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls handshake with %s: %w", uri, err)
+		}
+		nc = tc
+	}
+	c := &Conn{
+		uri:        uri,
+		opts:       opts,
+		nc:         nc,
+		out:        make(chan *frame.Frame, opts.WriteQueue),
+		deliveries: make(chan *frame.Frame, opts.DeliveryQueue),
+		done:       make(chan struct{}),
+		receipts:   make(map[string]func(error)),
+	}
+	dec := &decoder{r: bufio.NewReaderSize(nc, 64<<10), maxFrame: opts.MaxFrameSize}
+	if err := c.handshake(ctx, dec); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	go c.readLoop(dec)
+	go c.writeLoop()
+	return c, nil
+}
+
+func tlsConfig(uri URI) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
+	if uri.ServerName != "" {
+		cfg.ServerName = uri.ServerName
+	}
+	if uri.CAFile != "" {
+		pem, err := os.ReadFile(uri.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
+	deadline, _ := ctx.Deadline()
+	c.nc.SetDeadline(deadline)
+	defer c.nc.SetDeadline(time.Time{})
+
+	hb := strconv.FormatInt(c.uri.HeartBeat.Milliseconds(), 10)
+	f := frame.New(frame.CONNECT,
+		frame.AcceptVersion, "1.2,1.1",
+		frame.Host, c.uri.VHost,
+		frame.HeartBeat, hb+","+hb)
+	if c.uri.Login != "" {
+		f.Header.Add(frame.Login, c.uri.Login)
+		f.Header.Add(frame.Passcode, c.uri.Passcode)
+	}
+	if c.uri.ClientID != "" {
+		f.Header.Add("client-id", c.uri.ClientID)
+	}
+	w := bufio.NewWriter(c.nc)
+	enc := encoder{w: w}
+	if err := enc.writeFrame(f); err != nil {
+		return fmt.Errorf("connecting to %s: %w", c.uri, err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("connecting to %s: %w", c.uri, err)
+	}
+	for {
+		r, err := dec.readFrame()
+		if err == errHeartBeat {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", c.uri, err)
+		}
+		switch r.Command {
+		case frame.ERROR:
+			return fmt.Errorf("connecting to %s: %w", c.uri, brokerError(r))
+		case frame.CONNECTED:
+		default:
+			return fmt.Errorf("connecting to %s: unexpected %s frame", c.uri, r.Command)
+		}
+		c.server = r.Header.Get(frame.Server)
+		c.flavour = flavourOf(c.server)
+		c.session = r.Header.Get(frame.Session)
+		switch v := r.Header.Get(frame.Version); v {
+		case "1.1", "1.2":
+			dec.unescape = true
+		case "", "1.0":
+			return fmt.Errorf("connecting to %s: broker speaks only STOMP 1.0", c.uri)
+		}
+		// Heart-beats per STOMP 1.1: a side sends only if both agree, at the larger of
+		// the two intervals. A broker answering 0,0 means none in either direction.
+		if v, ok := r.Header.Contains(frame.HeartBeat); ok && c.uri.HeartBeat > 0 {
+			sx, sy, err := frame.ParseHeartBeat(v)
+			if err != nil {
+				return fmt.Errorf("connecting to %s: bad heart-beat header %q", c.uri, v)
+			}
+			if sy > 0 {
+				c.sendEvery = max(c.uri.HeartBeat, sy)
+			}
+			if sx > 0 {
+				c.expectEvery = max(c.uri.HeartBeat, sx)
+			}
+		}
+		return nil
+	}
+}
+
+// Server is the CONNECTED frame's server header, for example "ActiveMQ/5.17.2".
+func (c *Conn) Server() string { return c.server }
+
+// Flavour is the broker implementation named by Server.
+func (c *Conn) Flavour() Flavour { return c.flavour }
+
+// URI is the address this connection was dialed with.
+func (c *Conn) URI() URI { return c.uri }
+
+// Done is closed when the connection has failed or was closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended; nil while it is up.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Deliveries carries the MESSAGE frames of every subscription. It is closed after
+// the connection ended. Drain it promptly: a full channel stops this connection's reads.
+func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
+
+// Write queues f for sending. It blocks only while the write queue is full.
+func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	select {
+	case c.out <- f:
+		return nil
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WriteReceipt adds a receipt header to f and queues it. done is called exactly once:
+// with nil when the broker's RECEIPT arrives, or with the error that ended the
+// connection. Any number of receipts may be outstanding. A receipt never times out on
+// its own: callers that need a bound close the connection, which fails them all.
+func (c *Conn) WriteReceipt(ctx context.Context, f *frame.Frame, done func(error)) error {
+	id := "r" + strconv.FormatUint(c.seq.Add(1), 10)
+	c.mu.Lock()
+	if c.receipts == nil {
+		c.mu.Unlock()
+		return c.errOrClosed()
+	}
+	c.receipts[id] = done
+	c.mu.Unlock()
+	f.Header.Set(frame.Receipt, id)
+	if err := c.Write(ctx, f); err != nil {
+		c.mu.Lock()
+		_, pending := c.receipts[id]
+		delete(c.receipts, id)
+		c.mu.Unlock()
+		if !pending {
+			// The connection failed meanwhile and already called done.
+			return err
+		}
+		return err
+	}
+	return nil
+}
+
+// Request writes f with a receipt and waits for it.
+func (c *Conn) Request(ctx context.Context, f *frame.Frame) error {
+	ch := make(chan error, 1)
+	if err := c.WriteReceipt(ctx, f, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		// The receipt may still come; the callback's channel is buffered so it never blocks.
+		return ctx.Err()
+	}
+}
+
+// Subscribe sends SUBSCRIBE and waits for the broker's receipt, so that the
+// subscription is in place when it returns. headers are extra key, value pairs.
+func (c *Conn) Subscribe(ctx context.Context, id, destination, ack string, headers ...string) error {
+	f := frame.New(frame.SUBSCRIBE, frame.Id, id, frame.Destination, destination, frame.Ack, ack)
+	for i := 0; i+1 < len(headers); i += 2 {
+		f.Header.Add(headers[i], headers[i+1])
+	}
+	if err := c.Request(ctx, f); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", destination, err)
+	}
+	return nil
+}
+
+// Unsubscribe sends UNSUBSCRIBE and waits for the receipt. The broker returns the
+// subscription's unacknowledged messages to their destination.
+func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
+	if err := c.Request(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id)); err != nil {
+		return fmt.Errorf("unsubscribing %s: %w", id, err)
+	}
+	return nil
+}
+
+// Close disconnects gracefully: DISCONNECT with a receipt (so that every frame
+// written before it was processed), bounded by ctx, then closes the socket.
+func (c *Conn) Close(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	err := c.Request(ctx, frame.New(frame.DISCONNECT))
+	c.fail(ErrClosed)
+	if err == ErrClosed {
+		err = nil
+	}
+	return err
+}
+
+// Abort closes the socket at once. Unacknowledged messages go back to the broker.
+func (c *Conn) Abort() { c.fail(ErrClosed) }
+
+func (c *Conn) errOrClosed() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// fail ends the connection once, with err as its cause.
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		c.nc.Close()
+		c.mu.Lock()
+		pending := c.receipts
+		c.receipts = nil
+		c.mu.Unlock()
+		for _, cb := range pending {
+			cb(err)
+		}
+	})
+}
+
+func (c *Conn) readLoop(dec *decoder) {
+	defer close(c.deliveries)
+	var timeout time.Duration
+	if c.expectEvery > 0 {
+		// Allow for scheduling and network delay, as the spec suggests.
+		timeout = 2*c.expectEvery + time.Second
+	}
+	for {
+		if timeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(timeout))
+		}
+		f, err := dec.readFrame()
+		if err == errHeartBeat {
+			continue
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				err = fmt.Errorf("no data or heart-beat from %s for %s", c.uri, timeout)
+			} else {
+				err = fmt.Errorf("reading from %s: %w", c.uri, err)
+			}
+			c.fail(err)
+			return
+		}
+		switch f.Command {
+		case frame.MESSAGE:
+			select {
+			case c.deliveries <- f:
+			case <-c.done:
+				return
+			}
+		case frame.RECEIPT:
+			id := f.Header.Get(frame.ReceiptId)
+			c.mu.Lock()
+			cb := c.receipts[id]
+			delete(c.receipts, id)
+			c.mu.Unlock()
+			if cb != nil {
+				cb(nil)
+			}
+		case frame.ERROR:
+			berr := brokerError(f)
+			if id, ok := f.Header.Contains(frame.ReceiptId); ok {
+				c.mu.Lock()
+				cb := c.receipts[id]
+				delete(c.receipts, id)
+				c.mu.Unlock()
+				if cb != nil {
+					cb(berr)
+				}
+			}
+			c.fail(fmt.Errorf("%s: %w", c.uri, berr))
+			return
+		}
+	}
+}
+
+func (c *Conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	enc := encoder{w: w, escape: true}
+	var tick <-chan time.Time
+	if c.sendEvery > 0 {
+		t := time.NewTicker(c.sendEvery / 2)
+		defer t.Stop()
+		tick = t.C
+	}
+	flush := func() bool {
+		c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+		if err := w.Flush(); err != nil {
+			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			return false
+		}
+		c.wrote.Store(true)
+		return true
+	}
+	for {
+		select {
+		case f := <-c.out:
+			if err := enc.writeFrame(f); err != nil {
+				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+				return
+			}
+			// Write whatever else is queued before flushing: one syscall per burst.
+			for more := true; more && w.Buffered() < 256<<10; {
+				select {
+				case f := <-c.out:
+					if err := enc.writeFrame(f); err != nil {
+						c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+						return
+					}
+				default:
+					more = false
+				}
+			}
+			if !flush() {
+				return
+			}
+		case <-tick:
+			if c.wrote.Swap(false) {
+				continue
+			}
+			w.WriteByte('\n')
+			if !flush() {
+				return
+			}
+			c.wrote.Store(false)
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func brokerError(f *frame.Frame) *BrokerError {
+	e := &BrokerError{Message: f.Header.Get(frame.Message)}
+	body := strings.TrimSpace(string(f.Body))
+	if i := strings.IndexByte(body, '\n'); i >= 0 {
+		body = body[:i]
+	}
+	if len(body) > 200 {
+		body = body[:200] + "…"
+	}
+	e.Detail = body
+	return e
+}
