@@ -108,13 +108,26 @@ cmd_install() {
 
 # ---- process helpers -------------------------------------------------------
 
-# alive PID DIR: true if PID is a live (non-zombie) java process of the instance in DIR.
-alive() {
-	local pid="$1" dir="$2" state
+# running PID: true if PID exists and is not a zombie (a zombie has closed its sockets).
+running() {
+	local pid="$1" state
 	[[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
 	state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
-	[[ "$state" != "Z" && "$state" != "X" ]] || return 1
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "-Dactivemq.base=$dir"
+	[[ -n "$state" && "$state" != "Z" && "$state" != "X" ]]
+}
+
+# alive PID DIR: true if PID is a running process of the instance in DIR
+# (its command line carries -Dactivemq.base=DIR).
+alive() {
+	running "$1" || return 1
+	tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qxF -- "-Dactivemq.base=$2"
+}
+
+# exiting PID: running, but with an empty command line: the JVM is being torn
+# down (its memory is already gone, its sockets may not be closed yet).
+exiting() {
+	running "$1" || return 1
+	[[ -z "$(tr -d '\0' <"/proc/$1/cmdline" 2>/dev/null)" ]]
 }
 
 read_pid() {
@@ -191,6 +204,9 @@ cmd_start() {
 	old="$(read_pid "$dir")"
 	if alive "$old" "$dir"; then
 		die "an instance is already running in $dir (pid $old)"
+	fi
+	if exiting "$old"; then
+		wait_gone "$old" 10 || die "pid $old (previous instance) does not finish exiting"
 	fi
 	local p
 	for p in "$stomp_port" "$ow_port"; do
@@ -333,11 +349,11 @@ EOF
 	echo "$pid"
 }
 
-# wait_gone PID DIR SECONDS: true once the process is gone.
+# wait_gone PID SECONDS: true once the process has exited (gone or zombie).
 wait_gone() {
-	local pid="$1" dir="$2" secs="$3"
+	local pid="$1" secs="$2"
 	local deadline=$((SECONDS + secs))
-	while alive "$pid" "$dir"; do
+	while running "$pid"; do
 		((SECONDS < deadline)) || return 1
 		sleep 0.05
 	done
@@ -365,11 +381,13 @@ cmd_stop() {
 	pid="$(read_pid "$DIR")"
 	if alive "$pid" "$DIR"; then
 		kill -TERM "$pid" 2>/dev/null || true
-		if ! wait_gone "$pid" "$DIR" "$TIMEOUT"; then
+		if ! wait_gone "$pid" "$TIMEOUT"; then
 			echo "activemq.sh: pid $pid did not stop in ${TIMEOUT}s, killing" >&2
 			kill -KILL "$pid" 2>/dev/null || true
-			wait_gone "$pid" "$DIR" 10 || die "pid $pid survived SIGKILL"
+			wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
 		fi
+	elif exiting "$pid"; then
+		wait_gone "$pid" 10 || die "pid $pid does not finish exiting"
 	fi
 	rm -f "$DIR/pid"
 }
@@ -381,7 +399,9 @@ cmd_kill() {
 	pid="$(read_pid "$DIR")"
 	if alive "$pid" "$DIR"; then
 		kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" "$DIR" 10 || die "pid $pid survived SIGKILL"
+		wait_gone "$pid" 10 || die "pid $pid survived SIGKILL"
+	elif exiting "$pid"; then
+		wait_gone "$pid" 10 || die "pid $pid does not finish exiting"
 	fi
 	rm -f "$DIR/pid"
 }

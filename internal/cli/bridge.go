@@ -40,7 +40,7 @@ type bridgeFlags struct {
 
 func runBridge(ctx context.Context, e *env, args []string) error {
 	var f bridgeFlags
-	fs := newFlagSet(e, "bridge", bridgeUsage)
+	fs := newFlagSet("bridge")
 	fs.BoolVar(&f.duplex, "duplex", false, "forward in both directions")
 	fs.IntVar(&f.networkTTL, "network-ttl", 1, "broker hops for messages and demand (sets both TTLs); -1 unlimited")
 	fs.IntVar(&f.messageTTL, "message-ttl", 0, "broker hops a message may make (default: --network-ttl)")

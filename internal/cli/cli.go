@@ -154,13 +154,12 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// newFlagSet returns a flag set whose errors are returned, not printed with exit.
-func newFlagSet(e *env, name, usage string) *flag.FlagSet {
+// newFlagSet returns a flag set whose errors are returned, not printed; parseFlags
+// prints the usage for --help.
+func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.Init(name, flag.ContinueOnError)
-	_ = usage
 	return fs
 }
 
@@ -199,10 +198,17 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 	if err != nil || level == "" {
 		return zerolog.Nop(), usagef("--log-level %q: want trace, debug, info, warn or error", level)
 	}
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		noColor := true
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				noColor = false
+			}
+		}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: noColor}
 	default:
 		return zerolog.Nop(), usagef("--log-format %q: want json or console", format)
 	}
@@ -210,7 +216,7 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 }
 
 func runVersion(_ context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "version", "")
+	fs := newFlagSet("version")
 	if _, err := parseFlags(e, fs, "Usage: brokernet version\n", args); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ Flags:
 `
 
 func runSend(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "send", sendUsage)
+	fs := newFlagSet("send")
 	count := fs.Int("count", 10, "number of messages")
 	size := fs.Int("size", 0, "body size in bytes (0: a short text body)")
 	persistent := fs.Bool("persistent", false, "send persistent messages")
@@ -106,7 +106,7 @@ Flags:
 `
 
 func runReceive(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "receive", receiveUsage)
+	fs := newFlagSet("receive")
 	count := fs.Int("count", 0, "stop after this many messages (0: no limit)")
 	idle := fs.Duration("idle", 10*time.Second, "stop after this long without a message")
 	verbose := fs.Bool("print", false, "print each message's seq header and body start")

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+)
+
+// These tests run the real binary as a user would: flags, exit codes, signals.
+
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "brokernet-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "brokernet")
+	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building brokernet: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "Usage"},
+		{"unknown command", []string{"brdge"}, `unknown command "brdge"`},
+		{"missing remote", []string{"bridge", "stomp://127.0.0.1:1"}, "want LOCAL and REMOTE"},
+		{"bad scheme", []string{"bridge", "http://h:1", "stomp://h:2"}, `LOCAL: broker URI "http://h:1": unsupported scheme "http"`},
+		{"bad port", []string{"bridge", "stomp://h:1", "stomp://h:99999"}, `REMOTE: broker URI "stomp://h:99999": bad port "99999"`},
+		{"unknown flag", []string{"bridge", "--dupelx", "stomp://h:1", "stomp://h:2"}, "flag provided but not defined: -dupelx"},
+		{"bad int", []string{"bridge", "--window", "many", "stomp://h:1", "stomp://h:2"}, `invalid value "many" for flag -window`},
+		{"zero window", []string{"bridge", "stomp://h:1", "stomp://h:2", "--window", "0"}, "--window 0"},
+		{"bad pattern", []string{"bridge", "--include", "queue://a..b", "stomp://h:1", "stomp://h:2"}, "--include"},
+		{"bad ttl", []string{"bridge", "--network-ttl", "-3", "stomp://h:1", "stomp://h:2"}, "--network-ttl -3"},
+		{"bad log level", []string{"bridge", "--log-level", "loud", "stomp://h:1", "stomp://h:2"}, `--log-level "loud"`},
+		{"same ids", []string{"bridge", "--local-id", "X", "--remote-id", "X", "stomp://h:1", "stomp://h:2"}, "same id"},
+		{"password never shown", []string{"bridge", "stomp://u:hunter2@h:1", "stomp://u:hunter2@h:2?nope=1"}, `unknown option "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := runCLI(t, tt.args...)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr %q does not contain %q", stderr, tt.want)
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Errorf("stderr leaks a password: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	out, _, code := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "brokernet ") {
+		t.Fatalf("version: code %d, output %q", code, out)
+	}
+	out, _, code = runCLI(t, "bridge", "--help")
+	if code != 0 || !strings.Contains(out, "Usage: brokernet bridge") || !strings.Contains(out, "-duplex") {
+		t.Fatalf("bridge --help: code %d, output %q", code, out)
+	}
+	out, _, code = runCLI(t, "--help")
+	if code != 0 || !strings.Contains(out, "bridge") {
+		t.Fatalf("--help: code %d, output %q", code, out)
+	}
+}
+
+// bridgeProc is a brokernet bridge running as a child process.
+type bridgeProc struct {
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startBridgeProc(t *testing.T, args ...string) *bridgeProc {
+	t.Helper()
+	p := &bridgeProc{logs: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(binPath, append([]string{"bridge", "--log-format", "json"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("bridge output:\n%s", p.logs.String())
+		}
+	})
+	return p
+}
+
+// waitConsumers waits until queue q on broker b has n consumers (our demand
+// subscription shows up as a consumer on the local broker).
+func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
+	t.Helper()
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := b.QueueStats(ctx, q)
+		if err != nil {
+			return err
+		}
+		if st.ConsumerCount != n {
+			return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
+		}
+		return nil
+	})
+}
+
+func startPair(t *testing.T) (a, b *testbroker.ActiveMQ) {
+	t.Helper()
+	if err := testbroker.Install(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		a = testbroker.StartActiveMQ(t, testbroker.Options{Name: "A", ID: "A-" + t.Name(), Persistent: true})
+	}()
+	go func() {
+		defer wg.Done()
+		b = testbroker.StartActiveMQ(t, testbroker.Options{Name: "B", ID: "B-" + t.Name(), Persistent: true})
+	}()
+	wg.Wait()
+	if a == nil || b == nil {
+		t.FailNow()
+	}
+	return a, b
+}
+
+// TestSIGKILLMidStreamLosesNothing kills the bridge with SIGKILL in the middle of
+// 10,000 persistent messages and starts it again: the consumer on B gets all of
+// them, with no more duplicates than the in-flight window.
+func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
+	a, b := startPair(t)
+	const n, window = 10000, 500
+	c := stomptest.Subscribe(t, b.StompURI(), "/queue/kill")
+	args := []string{"--window", fmt.Sprint(window), a.StompURI(), b.StompURI()}
+	p := startBridgeProc(t, args...)
+	waitConsumers(t, a, "kill", 1)
+
+	prod := stomptest.Dial(t, a.StompURI())
+	sent := make(chan error, 1)
+	go func() { sent <- stomptest.Send(context.Background(), prod, "/queue/kill", 0, n, true) }()
+	stomptest.Eventually(t, 60*time.Second, func() error {
+		if got := c.Distinct(); got < 2000 {
+			return fmt.Errorf("%d received before the kill", got)
+		}
+		return nil
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	atKill := c.Distinct()
+	startBridgeProc(t, args...)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Eventually(t, 90*time.Second, func() error {
+		if got := c.Distinct(); got < n {
+			return fmt.Errorf("%d of %d distinct messages received", got, n)
+		}
+		return nil
+	})
+	t.Logf("killed after %d messages; %d duplicates afterwards (window %d)", atKill, c.Duplicates(), window)
+	if d := c.Duplicates(); d > window {
+		t.Fatalf("%d duplicates, more than the window of %d", d, window)
+	}
+}
+
+// TestSIGINTDrainsAndExitsZero interrupts a forwarding bridge: it stops taking
+// messages, finishes what is in flight, and exits 0; nothing is lost.
+func TestSIGINTDrainsAndExitsZero(t *testing.T) {
+	a, b := startPair(t)
+	const n = 3000
+	c := stomptest.Subscribe(t, b.StompURI(), "/queue/drain")
+	p := startBridgeProc(t, a.StompURI(), b.StompURI())
+	waitConsumers(t, a, "drain", 1)
+	stomptest.SendN(t, a.StompURI(), "/queue/drain", 0, n, true)
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if got := c.Distinct(); got < 500 {
+			return fmt.Errorf("%d received before the interrupt", got)
+		}
+		return nil
+	})
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("bridge did not exit after SIGINT")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGINT, want 0", code)
+	}
+	// Whatever did not reach B is still on A: together, nothing is missing.
+	local := stomptest.Subscribe(t, a.StompURI(), "/queue/drain")
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		seen := map[int]bool{}
+		for _, s := range append(c.Seqs(), local.Seqs()...) {
+			seen[s] = true
+		}
+		if len(seen) != n {
+			return fmt.Errorf("%d of %d messages on B (%d) and A (%d)", len(seen), n, c.Distinct(), local.Distinct())
+		}
+		return nil
+	})
+	if !strings.Contains(p.logs.String(), "draining") {
+		t.Errorf("bridge did not log its drain:\n%s", p.logs.String())
+	}
+}
