@@ -12,6 +12,8 @@
 #
 # See testdata/README.md.
 set -euo pipefail
+# bash >= 5.2 expands '&' in ${var//pat/repl} to the match; we want it literal.
+shopt -u patsub_replacement 2>/dev/null || true
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TEMPLATE="${ACTIVEMQ_TEMPLATE:-$SCRIPT_DIR/activemq.xml.tmpl}"

@@ -29,7 +29,8 @@ import (
 type Options struct {
 	// Name and ID are the brokerName and brokerId. The default name is derived
 	// from the test name (or "broker" outside tests) plus a process-wide
-	// counter; the default ID is Name + "-id".
+	// counter; the default ID is Name + "-id". ActiveMQ only accepts
+	// [A-Za-z0-9._:-] in a broker name (it replaces other characters).
 	Name, ID string
 	// Persistent enables KahaDB in DataDir.
 	Persistent bool
