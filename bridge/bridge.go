@@ -26,6 +26,11 @@ type Config struct {
 	Local stomp.URI
 	// Remote is the broker whose consumers create demand and which receives messages.
 	Remote stomp.URI
+	// LocalFailover and RemoteFailover are further URIs of the same logical broker
+	// (a master/slave pair): each connection attempt dials Local (Remote) and then
+	// these in order, and uses the first that answers, so the bridge never talks to
+	// two of them at once.
+	LocalFailover, RemoteFailover []stomp.URI
 	// LocalID and RemoteID override the broker ids learnt from the brokers.
 	LocalID, RemoteID string
 	// Demand holds the demand rules (conduit, TTLs, priorities, filters, prefetch).
@@ -113,6 +118,9 @@ func New(cfg Config) (*Bridge, error) {
 		upCh: make(chan struct{}),
 	}, nil
 }
+
+// Name is the bridge's configured name.
+func (b *Bridge) Name() string { return b.cfg.Name }
 
 // Stats returns the bridge's counters.
 func (b *Bridge) Stats() *Stats { return &b.stats }

@@ -118,20 +118,19 @@ func (s *session) run(ctx context.Context) error {
 	wctx := context.WithoutCancel(ctx)
 
 	var err error
-	s.local, err = stomp.Dial(ctx, s.cfg.Local, stomp.Options{})
+	s.remote, err = dialAny(ctx, append([]stomp.URI{s.cfg.Remote}, s.cfg.RemoteFailover...))
+	if err != nil {
+		return fmt.Errorf("remote broker: %w", err)
+	}
+	defer s.remote.Abort()
+	s.local, err = dialAny(ctx, append([]stomp.URI{s.cfg.Local}, s.cfg.LocalFailover...))
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
 	defer s.local.Abort()
-	log.Info().Str("broker", s.cfg.Local.String()).Str("server", s.local.Server()).Msg("connected to local broker")
-
-	s.remote, err = stomp.Dial(ctx, s.cfg.Remote, stomp.Options{})
-	if err != nil {
-		return fmt.Errorf("remote broker: %w", err)
-	}
-	defer s.remote.Abort()
-	log.Info().Str("broker", s.cfg.Remote.String()).Str("server", s.remote.Server()).Msg("connected to remote broker")
+	log.Info().Str("local", s.local.URI().String()).Str("remote", s.remote.URI().String()).
+		Str("local_server", s.local.Server()).Str("remote_server", s.remote.Server()).Msg("connected")
 
 	if s.localID, err = brokerID(ctx, s.local, s.cfg.LocalID); err != nil {
 		s.localFailed = true
@@ -163,6 +162,22 @@ func (s *session) run(ctx context.Context) error {
 	defer s.b.stats.PendingSubs.Store(0)
 
 	return s.loop(ctx, wctx)
+}
+
+// dialAny connects to the first of uris that answers.
+func dialAny(ctx context.Context, uris []stomp.URI) (*stomp.Conn, error) {
+	var errs []error
+	for _, u := range uris {
+		c, err := stomp.Dial(ctx, u, stomp.Options{})
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
 }
 
 // loop is the session's event loop.

@@ -157,3 +157,22 @@ func TestParseURIErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestWithSecretsRoundTrip(t *testing.T) {
+	for _, in := range []string{
+		"stomp://127.0.0.1:61613",
+		"stomp+ssl://u:p%40ss@h:1?vhost=prod&initialReconnectDelay=250ms&backOffMultiplier=1.5&heartBeat=0",
+	} {
+		u, err := ParseURI(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseURI(u.WithSecrets())
+		if err != nil {
+			t.Fatalf("%s: %v", u.WithSecrets(), err)
+		}
+		if back != u {
+			t.Errorf("round trip of %q: got %+v, want %+v", in, back, u)
+		}
+	}
+}

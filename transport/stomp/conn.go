@@ -274,6 +274,10 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 // Server is the CONNECTED frame's server header, for example "ActiveMQ/5.17.2".
 func (c *Conn) Server() string { return c.server }
 
+// Session is the CONNECTED frame's session header. ActiveMQ puts its connection id
+// there, which prefixes the ids of this connection's consumers in advisories.
+func (c *Conn) Session() string { return c.session }
+
 // Flavour is the broker implementation named by Server.
 func (c *Conn) Flavour() Flavour { return c.flavour }
 

@@ -166,6 +166,49 @@ func (u URI) String() string {
 	return b.String()
 }
 
+// WithSecrets renders the URI with its passcode and every option, so that another
+// process can dial it. Never log it.
+func (u URI) WithSecrets() string {
+	v := url.URL{Scheme: "stomp", Host: u.Addr()}
+	if u.TLS {
+		v.Scheme = "stomp+ssl"
+	}
+	if u.Login != "" {
+		v.User = url.UserPassword(u.Login, u.Passcode)
+		if u.Passcode == "" {
+			v.User = url.User(u.Login)
+		}
+	}
+	q := url.Values{}
+	if u.VHost != "/" {
+		q.Set("vhost", u.VHost)
+	}
+	if u.ClientID != "" {
+		q.Set("clientId", u.ClientID)
+	}
+	if u.CAFile != "" {
+		q.Set("ca", u.CAFile)
+	}
+	if u.ServerName != "" {
+		q.Set("serverName", u.ServerName)
+	}
+	if u.HeartBeat != 10*time.Second {
+		q.Set("heartBeat", u.HeartBeat.String())
+	}
+	def := backoff.Default()
+	if u.Reconnect.Initial != def.Initial {
+		q.Set("initialReconnectDelay", u.Reconnect.Initial.String())
+	}
+	if u.Reconnect.Max != def.Max {
+		q.Set("maxReconnectDelay", u.Reconnect.Max.String())
+	}
+	if u.Reconnect.Multiplier != def.Multiplier {
+		q.Set("backOffMultiplier", strconv.FormatFloat(u.Reconnect.Multiplier, 'g', -1, 64))
+	}
+	v.RawQuery = q.Encode()
+	return v.String()
+}
+
 func redact(pu *url.URL) string {
 	c := *pu
 	if c.User != nil {
