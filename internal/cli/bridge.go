@@ -9,13 +9,17 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 const bridgeUsage = `Usage: brokernet bridge [flags] LOCAL REMOTE
 
 Forwards messages sent to LOCAL to REMOTE while a consumer on REMOTE demands them.
-Flags may come before or after the URIs. Broker URIs:
+Flags may come before or after the URIs. REMOTE may also be a discovery URI:
+  static:(URI,URI,...)       a bridge to each broker, each reconnecting on its own
+  masterslave:(URI,URI,...)  one broker pair: the first URI that answers, failing over
+Broker URIs:
   stomp://[user:pass@]host:port[?vhost=/&initialReconnectDelay=1000&maxReconnectDelay=30000&backOffMultiplier=2]
   stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA)
 
@@ -66,9 +70,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("LOCAL: %v", err)
 	}
-	remote, err := stomp.ParseURI(pos[1])
+	remotes, err := discovery.ParseURI(pos[1])
 	if err != nil {
 		return usagef("REMOTE: %v", err)
+	}
+	if remotes.Kind == discovery.Gossip {
+		return usagef("REMOTE: gossip discovery needs 'brokernet sidecar' or a configuration file")
 	}
 	opts, err := f.demandOptions()
 	if err != nil {
@@ -82,15 +89,31 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	cfgs := []bridge.Config{{
-		Name: local.Addr() + "->" + remote.Addr(), Local: local, Remote: remote,
-		LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, Log: log,
-	}}
-	if f.duplex {
+	// static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one
+	// logical broker reached through whichever of its URIs answers.
+	var groups [][]stomp.URI
+	if remotes.Kind == discovery.MasterSlave {
+		groups = [][]stomp.URI{remotes.URIs}
+	} else {
+		for _, u := range remotes.URIs {
+			groups = append(groups, []stomp.URI{u})
+		}
+	}
+	var cfgs []bridge.Config
+	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
-			Name: remote.Addr() + "->" + local.Addr(), Local: remote, Remote: local,
-			LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, Log: log,
+			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: g[1:],
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, Log: log,
 		})
+		if f.duplex {
+			cfgs = append(cfgs, bridge.Config{
+				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: g[1:], Remote: local,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, Log: log,
+			})
+		}
+	}
+	if f.remoteID != "" && len(groups) > 1 {
+		return usagef("--remote-id names one broker; REMOTE %s has %d", remotes, len(groups))
 	}
 	return runBridges(ctx, cfgs)
 }

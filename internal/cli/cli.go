@@ -47,6 +47,10 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"bridge", "forward messages from LOCAL to REMOTE on demand", runBridge},
+		{"run", "run the federation described by a TOML file", runRun},
+		{"check", "validate a federation TOML file", runCheck},
+		{"sidecar", "run next to one broker and find peers by gossip", runSidecar},
+		{"import", "translate an ActiveMQ activemq.xml's networkConnectors to TOML", runImport},
 		{"send", "send test messages to a destination", runSend},
 		{"receive", "receive and count messages from a destination", runReceive},
 		{"version", "print the version", runVersion},

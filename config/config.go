@@ -1,0 +1,330 @@
+// Package config reads and validates the TOML federation file of
+// `brokernet run -c federation.toml`, and translates the <networkConnectors>
+// of an ActiveMQ activemq.xml into one (ImportActiveMQ).
+//
+// Keys are ActiveMQ's networkConnector attribute names, so that ActiveMQ users
+// recognise them:
+//
+//	[log]
+//	level = "info"                # trace|debug|info|warn|error
+//	format = "console"            # json|console
+//
+//	[admin]
+//	listen = "127.0.0.1:9464"     # /metrics and /status; "" = off
+//
+//	[[broker]]                    # a local broker; at least one
+//	name = "local"                # default "local" when there is exactly one
+//	uri = "stomp://127.0.0.1:61613"
+//
+//	[[networkConnector]]
+//	name = "to-dc2"
+//	uri = "static:(stomp://10.0.0.2:61613,stomp://10.0.0.3:61613)"
+//	networkTTL = 2
+//	excludedDestinations = ["queue://internal.>"]
+//
+// Validation reports every problem at once, each with its line and column,
+// as *Errors. Passcodes and secret keys never appear in errors or warnings.
+package config
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/backoff"
+)
+
+// Defaults of a [[networkConnector]], after ActiveMQ's NetworkBridgeConfiguration
+// (5.17) and the `brokernet bridge` flags.
+const (
+	// DefaultNetworkTTL lets messages and demand make one hop.
+	DefaultNetworkTTL = 1
+	// DefaultConsumerPriorityBase is ActiveMQ's ConsumerInfo.NETWORK_CONSUMER_PRIORITY.
+	DefaultConsumerPriorityBase = -5
+	// DefaultPrefetchSize is ActiveMQ's network prefetchSize (and bridge.DefaultPrefetch).
+	DefaultPrefetchSize = 1000
+	// DefaultWindow is the number of unconfirmed messages in flight (bridge.DefaultWindow).
+	DefaultWindow = 500
+	// DefaultGossipBind is memberlist's default LAN bind address.
+	DefaultGossipBind = "0.0.0.0:7946"
+	// DefaultBrokerName is the name of a lone [[broker]] that has none.
+	DefaultBrokerName = "local"
+)
+
+// Config is a whole federation file.
+type Config struct {
+	// Log configures the process logger.
+	Log Log
+	// Admin configures the HTTP listener for /metrics and /status.
+	Admin Admin
+	// Brokers are the local brokers this process bridges from, in file order.
+	Brokers []Broker
+	// Connectors are the network connectors, in file order. Each names one of
+	// Brokers (NetworkConnector.Broker is always filled in).
+	Connectors []NetworkConnector
+	// Warnings are things that are allowed but probably not what was meant,
+	// one sentence each, for the caller to log.
+	Warnings []string
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is one of trace, debug, info, warn and error. Default info.
+	Level string
+	// Format is json (one object per line, for collectors) or console (for
+	// people). Default console, as for `brokernet bridge`.
+	Format string
+}
+
+// Admin configures the optional HTTP listener.
+type Admin struct {
+	// Listen is the host:port of the listener serving /metrics and /status;
+	// empty turns it off (the default).
+	Listen string
+}
+
+// Broker is a local broker: the one demand subscriptions are made on and
+// messages are forwarded from.
+type Broker struct {
+	// Name identifies the broker to connectors (NetworkConnector.Broker).
+	// Default "local" when the file has exactly one [[broker]].
+	Name string
+	// URI is where to reach it: Kind Static with exactly one URI, or
+	// MasterSlave for a master/slave pair (the first that answers).
+	URI discovery.Spec
+	// ID overrides the broker id; empty means learn it from the broker (ActiveMQ
+	// tells its own). Set it for brokers that do not.
+	ID string
+}
+
+// NetworkConnector is one [[networkConnector]]: a demand-forwarding bridge
+// (or one per discovered peer) from Broker to the brokers URI finds.
+type NetworkConnector struct {
+	// Name identifies the connector in logs, metrics and reloads; unique.
+	Name string
+	// Broker is the Name of the local [[broker]] it bridges from.
+	Broker string
+	// URI says how to find the remote brokers: one stomp:// URI, static:(...)
+	// (one bridge per URI), masterslave:(...) (one bridge to whichever
+	// answers) or gossip: (peers found by Gossip).
+	URI discovery.Spec
+	// Duplex also forwards from the remote brokers to the local one.
+	Duplex bool
+	// NetworkTTL is the default of MessageTTL and ConsumerTTL. Default 1.
+	NetworkTTL int
+	// MessageTTL is how many broker hops a message may make; -1 is unlimited.
+	// Default NetworkTTL.
+	MessageTTL int
+	// ConsumerTTL is how many hops demand may travel; -1 is unlimited.
+	// Default NetworkTTL; ActiveMQ advises 1 in a mesh.
+	ConsumerTTL int
+	// ConduitSubscriptions makes remote consumers of one destination share
+	// one demand subscription. Default true.
+	ConduitSubscriptions bool
+	// DynamicOnly creates demand only for live consumers, not for durable
+	// subscriptions found at start-up. Default false.
+	DynamicOnly bool
+	// DecreaseNetworkConsumerPriority gives demand subscriptions priority
+	// ConsumerPriorityBase, lower still with distance, so local consumers win.
+	// Default false (ActiveMQ 5.17's default and `brokernet bridge`'s; 5.18
+	// changed it to true).
+	DecreaseNetworkConsumerPriority bool
+	// ConsumerPriorityBase is the priority of one-hop demand when decreasing,
+	// in -128..127. Default -5.
+	ConsumerPriorityBase int
+	// SuppressDuplicateQueueSubscriptions drops demand for a queue consumer
+	// that is already reached over another route. Default false.
+	SuppressDuplicateQueueSubscriptions bool
+	// SuppressDuplicateTopicSubscriptions does the same for topics. Default true.
+	SuppressDuplicateTopicSubscriptions bool
+	// PrefetchSize is the prefetch of each demand subscription, > 0 (network
+	// consumers do not poll). Default 1000.
+	PrefetchSize int
+	// Window is how many forwarded messages may await the remote broker's
+	// confirmation, >= 1. Default 500.
+	Window int
+	// StaticallyIncludedDestinations get demand subscriptions whether or not
+	// a remote consumer asks; ExcludedDestinations still apply to them.
+	StaticallyIncludedDestinations []destination.Pattern
+	// DynamicallyIncludedDestinations limit dynamic demand to these patterns;
+	// empty means every destination.
+	DynamicallyIncludedDestinations []destination.Pattern
+	// ExcludedDestinations are never forwarded; exclusion wins over inclusion.
+	ExcludedDestinations []destination.Pattern
+	// Reconnect is the back-off between attempts to reach a remote broker
+	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier).
+	Reconnect backoff.Policy
+	// ReplayWhenNoConsumers sends a message back when it arrived for a
+	// consumer that has gone and no local consumer is left. Default false.
+	ReplayWhenNoConsumers bool
+	// ReplayDelay is how long after the last forward a replay may happen.
+	// Default 0.
+	ReplayDelay time.Duration
+	// RemoteID overrides the remote broker id (only for a connector with one
+	// static URI); empty means learn it.
+	RemoteID string
+	// Gossip configures discovery when URI.Kind is discovery.Gossip; nil
+	// otherwise.
+	Gossip *Gossip
+	// Line is the line of the connector's [[networkConnector]] header, for
+	// messages. It is ignored by Equal and Fingerprint.
+	Line int
+}
+
+// Gossip configures gossip discovery (hashicorp/memberlist) for one connector.
+type Gossip struct {
+	// Bind is the host:port the gossip agent listens on; port 0 picks any.
+	// Default "0.0.0.0:7946".
+	Bind string
+	// Advertise is the host:port other members should reach this one at;
+	// empty lets memberlist derive it.
+	Advertise string
+	// Join are seed members (host or host:port) to join at start; empty
+	// starts a new cluster that others join.
+	Join []string
+	// NodeName is this member's unique name; empty lets the gossip agent
+	// derive one from the host name and the bound port.
+	NodeName string
+	// SecretKey is the AES key (16, 24 or 32 bytes) encrypting gossip, read
+	// from secretKeyFile (base64); nil means no encryption.
+	SecretKey []byte
+	// AdvertiseBrokerURI is the local broker's stomp:// URI as other members
+	// should dial it, credentials included (gossip carries it to every member;
+	// set SecretKey to encrypt it). Empty means the first URI of the
+	// connector's [[broker]], which netconnector fills in.
+	AdvertiseBrokerURI string
+}
+
+// Default returns the configuration of an empty file, without brokers or
+// connectors.
+func Default() Config {
+	return Config{
+		Log:   Log{Level: "info", Format: "console"},
+		Admin: Admin{},
+	}
+}
+
+// DefaultConnector returns a connector with every default set and no name,
+// broker or URI.
+func DefaultConnector() NetworkConnector {
+	return NetworkConnector{
+		NetworkTTL:                          DefaultNetworkTTL,
+		MessageTTL:                          DefaultNetworkTTL,
+		ConsumerTTL:                         DefaultNetworkTTL,
+		ConduitSubscriptions:                true,
+		ConsumerPriorityBase:                DefaultConsumerPriorityBase,
+		SuppressDuplicateTopicSubscriptions: true,
+		PrefetchSize:                        DefaultPrefetchSize,
+		Window:                              DefaultWindow,
+		Reconnect:                           backoff.Default(),
+	}
+}
+
+// Load reads the file at path and parses it (see Parse). A file that others
+// may read while it holds passcodes adds a warning.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 && cfg.hasPasscodes() {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf(
+			"%s holds passcodes and is readable by other users (mode %v); chmod 600 it", path, fi.Mode().Perm()))
+	}
+	return cfg, nil
+}
+
+// hasPasscodes reports whether any broker URI carries a passcode.
+func (c *Config) hasPasscodes() bool {
+	specs := make([]discovery.Spec, 0, len(c.Brokers)+len(c.Connectors))
+	for _, b := range c.Brokers {
+		specs = append(specs, b.URI)
+	}
+	for _, nc := range c.Connectors {
+		specs = append(specs, nc.URI)
+	}
+	for _, s := range specs {
+		for _, u := range s.URIs {
+			if u.Passcode != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Broker returns the [[broker]] called name.
+func (c *Config) Broker(name string) (Broker, bool) {
+	i := slices.IndexFunc(c.Brokers, func(b Broker) bool { return b.Name == name })
+	if i < 0 {
+		return Broker{}, false
+	}
+	return c.Brokers[i], true
+}
+
+// Connector returns the [[networkConnector]] called name.
+func (c *Config) Connector(name string) (NetworkConnector, bool) {
+	i := slices.IndexFunc(c.Connectors, func(nc NetworkConnector) bool { return nc.Name == name })
+	if i < 0 {
+		return NetworkConnector{}, false
+	}
+	return c.Connectors[i], true
+}
+
+// Changes compares c with the configuration it replaces (on SIGHUP) and
+// names the connectors to start (added), stop (removed) and restart
+// (changed: its own settings differ, or those of its [[broker]]), each in
+// file order. A nil prev means everything is added.
+func (c *Config) Changes(prev *Config) (added, removed, changed []string) {
+	if prev == nil {
+		prev = &Config{}
+	}
+	for _, nc := range c.Connectors {
+		old, ok := prev.Connector(nc.Name)
+		if !ok {
+			added = append(added, nc.Name)
+			continue
+		}
+		nb, _ := c.Broker(nc.Broker)
+		ob, _ := prev.Broker(old.Broker)
+		if !nc.Equal(old) || !nb.Equal(ob) {
+			changed = append(changed, nc.Name)
+		}
+	}
+	for _, old := range prev.Connectors {
+		if _, ok := c.Connector(old.Name); !ok {
+			removed = append(removed, old.Name)
+		}
+	}
+	return added, removed, changed
+}
+
+// label is how messages name a table of an array: by its name when it has a
+// usable one, else by its 1-based position.
+func label(kind, name string, i int) string {
+	if name == "" {
+		return fmt.Sprintf("%s #%d", kind, i+1)
+	}
+	return fmt.Sprintf("%s %q", kind, name)
+}
+
+// validName reports why s cannot name a broker or connector, or "".
+func validName(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case strings.TrimSpace(s) != s:
+		return "must not start or end with blanks"
+	case strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return "must not contain control characters"
+	}
+	return ""
+}

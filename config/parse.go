@@ -1,0 +1,620 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Keys each table accepts.
+var (
+	topKeys       = []string{"log", "admin", "broker", "networkConnector"}
+	logKeys       = []string{"level", "format"}
+	adminKeys     = []string{"listen"}
+	brokerKeys    = []string{"name", "uri", "id"}
+	connectorKeys = []string{
+		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
+		"conduitSubscriptions", "dynamicOnly", "decreaseNetworkConsumerPriority", "consumerPriorityBase",
+		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions", "prefetchSize", "window",
+		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
+		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
+		"replayWhenNoConsumers", "replayDelay", "remoteId", "gossip",
+	}
+	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI"}
+)
+
+// activemqOnly explains ActiveMQ networkConnector attributes (and discovery
+// URI options) that brokernet does not take, for the unknown-key message.
+var activemqOnly = func() map[string]string {
+	m := map[string]string{}
+	noEquivalent := "an ActiveMQ networkConnector option brokernet has no equivalent for"
+	for _, k := range []string{
+		"conduitNetworkQueueSubscriptions", "dispatchAsync", "advisoryPrefetchSize", "advisoryAckPercentage",
+		"destinationFilter", "staticBridge", "bridgeTempDestinations", "syncDurableSubs", "useVirtualDestSubs",
+		"advisoryForFailedForward", "useBrokerNameAsIdSees", "gcDestinationViews", "gcSweepTime",
+		"checkDuplicateMessagesOnDuplex", "useCompression", "clientIdToken", "brokerName", "brokerURL",
+		"sslContext", "localUri", "connectionFilter", "durableDestinations", "minConnectTime",
+	} {
+		m[k] = noEquivalent
+	}
+	creds := "credentials go into the URI: stomp://user:pass@host:61613"
+	for _, k := range []string{"userName", "password", "remoteUserName", "remotePassword"} {
+		m[k] = creds
+	}
+	m["alwaysSyncSend"] = "brokernet always waits for the remote broker's confirmation"
+	m["useExponentialBackOff"] = "set backOffMultiplier = 1 for a constant delay"
+	m["maxReconnectAttempts"] = "brokernet retries for as long as it runs"
+	return m
+}()
+
+// Parse parses and validates a federation file; name is used in messages
+// and to resolve relative secretKeyFile paths. On any problem it returns
+// *Errors with every problem found, and nothing is half-configured.
+func Parse(name string, data []byte) (*Config, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return nil, syntaxError(name, err)
+	}
+	d := &decoder{file: name, pos: scanPositions(string(data))}
+	cfg := Default()
+	root := &table{d: d, m: raw}
+	root.check(topKeys, nil)
+	d.logAdmin(root, &cfg)
+	brokers := d.brokers(root)
+	conns := d.connectors(root)
+	d.link(brokers, conns)
+
+	if len(d.errs) > 0 {
+		d.errs.sort()
+		return nil, &d.errs
+	}
+	for _, b := range brokers {
+		cfg.Brokers = append(cfg.Brokers, b.b)
+	}
+	for _, c := range conns {
+		cfg.Connectors = append(cfg.Connectors, c.nc)
+	}
+	if len(cfg.Connectors) == 0 {
+		d.warns = append(d.warns, fmt.Sprintf("%s: no [[networkConnector]]: nothing will be bridged", name))
+	}
+	cfg.Warnings = d.warns
+	return &cfg, nil
+}
+
+// syntaxError turns the TOML parser's error into *Errors with its position.
+func syntaxError(file string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Errors{{File: file, Line: pe.Position.Line, Col: pe.Position.Col,
+			Msg: "TOML syntax: " + redactString(pe.Message)}}
+	}
+	return &Errors{{File: file, Msg: "TOML: " + redactString(err.Error())}}
+}
+
+// logAdmin decodes [log] and [admin].
+func (d *decoder) logAdmin(root *table, cfg *Config) {
+	if t, ok := root.sub("log"); ok {
+		t.label, t.prefix = "log", ""
+		t.check(logKeys, nil)
+		if s, ok := t.str("level"); ok {
+			if v, ok := oneOf(s, "trace", "debug", "info", "warn", "error"); ok {
+				cfg.Log.Level = v
+			} else {
+				t.errorf("level", "unknown level %q; want trace, debug, info, warn or error", shorten(s))
+			}
+		}
+		if s, ok := t.str("format"); ok {
+			if v, ok := oneOf(s, "json", "console"); ok {
+				cfg.Log.Format = v
+			} else {
+				t.errorf("format", "unknown format %q; want json or console", shorten(s))
+			}
+		}
+	}
+	if t, ok := root.sub("admin"); ok {
+		t.label, t.prefix = "admin", ""
+		t.check(adminKeys, nil)
+		if s, ok := t.str("listen"); ok && s != "" {
+			if why := hostPort(s, true, false); why != "" {
+				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, shorten(s))
+			} else {
+				cfg.Admin.Listen = s
+			}
+		}
+	}
+}
+
+// brokerEntry is a decoded [[broker]] with what linking needs.
+type brokerEntry struct {
+	b     Broker
+	t     *table
+	uri   string // as written, for gossip's default advertiseBrokerURI
+	uriOK bool
+}
+
+// brokers decodes the [[broker]] tables.
+func (d *decoder) brokers(root *table) []*brokerEntry {
+	tabs := root.array("broker")
+	if len(tabs) == 0 && !root.has("broker") {
+		d.errs = append(d.errs, Error{File: d.file, Key: "broker",
+			Msg: "missing: want at least one [[broker]] table with the uri of the local broker"})
+	}
+	var out []*brokerEntry
+	for i, t := range tabs {
+		t.label = label("broker", "", i)
+		e := &brokerEntry{t: t}
+		if s, ok := t.str("name"); ok {
+			if why := validName(s); why != "" {
+				t.errorf("name", "%s", why)
+			} else {
+				e.b.Name = s
+				t.label = label("broker", s, i)
+			}
+		} else if !t.has("name") {
+			if len(tabs) == 1 {
+				e.b.Name = DefaultBrokerName
+			} else {
+				t.missingf("name", "missing: with %d [[broker]] tables, each needs a name", len(tabs))
+			}
+		}
+		t.check(brokerKeys, nil)
+		if s, ok := t.str("uri"); ok {
+			spec, err := discovery.ParseURI(s)
+			switch {
+			case err != nil:
+				t.errorf("uri", "%v", err)
+			case spec.Kind == discovery.Gossip:
+				t.errorf("uri", "want stomp://host:port or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]")
+			case spec.Kind == discovery.Static && len(spec.URIs) != 1:
+				t.errorf("uri", "static:(...) with %d URIs: a [[broker]] is one broker; use masterslave:(...) for a master/slave pair, or one [[broker]] each", len(spec.URIs))
+			default:
+				e.b.URI, e.uri, e.uriOK = spec, s, true
+			}
+		} else if !t.has("uri") {
+			t.missingf("uri", "missing: want the local broker's stomp://host:port")
+		}
+		if s, ok := t.str("id"); ok && s != "" {
+			if why := validName(s); why != "" {
+				t.errorf("id", "%s", why)
+			} else {
+				e.b.ID = s
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// connEntry is a decoded [[networkConnector]] with what linking needs.
+type connEntry struct {
+	nc          NetworkConnector
+	t           *table
+	gossip      *table
+	brokerGiven bool
+	uriOK       bool
+}
+
+// connectors decodes the [[networkConnector]] tables.
+func (d *decoder) connectors(root *table) []*connEntry {
+	var out []*connEntry
+	for i, t := range root.array("networkConnector") {
+		out = append(out, d.connector(t, i))
+	}
+	return out
+}
+
+// connector decodes one [[networkConnector]].
+func (d *decoder) connector(t *table, i int) *connEntry {
+	e := &connEntry{t: t, nc: DefaultConnector()}
+	nc := &e.nc
+	nc.Line = t.at("", -1).line
+	t.label = label("networkConnector", "", i)
+	if s, ok := t.str("name"); ok {
+		if why := validName(s); why != "" {
+			t.errorf("name", "%s", why)
+		} else {
+			nc.Name = s
+			t.label = label("networkConnector", s, i)
+		}
+	} else if !t.has("name") {
+		t.missingf("name", "missing: every [[networkConnector]] needs a unique name")
+	}
+	t.check(connectorKeys, activemqOnly)
+
+	if s, ok := t.str("broker"); ok {
+		nc.Broker, e.brokerGiven = s, true
+	}
+	if s, ok := t.str("uri"); ok {
+		if spec, err := discovery.ParseURI(s); err != nil {
+			t.errorf("uri", "%v", err)
+		} else {
+			nc.URI, e.uriOK = spec, true
+		}
+	} else if !t.has("uri") {
+		t.missingf("uri", "missing: want stomp://host:port, static:(...), masterslave:(...) or gossip:")
+	}
+
+	t.boolean("duplex", &nc.Duplex)
+	ttl := func(key string) (int, bool) {
+		n, ok := t.integer(key)
+		if ok && (n < -1 || n == 0) {
+			t.errorf(key, "want -1 (unlimited) or a hop count of at least 1, got %d", n)
+			return 0, false
+		}
+		return n, ok
+	}
+	if n, ok := ttl("networkTTL"); ok {
+		nc.NetworkTTL = n
+	}
+	nc.MessageTTL, nc.ConsumerTTL = nc.NetworkTTL, nc.NetworkTTL
+	if n, ok := ttl("messageTTL"); ok {
+		nc.MessageTTL = n
+	}
+	if n, ok := ttl("consumerTTL"); ok {
+		nc.ConsumerTTL = n
+	}
+	t.boolean("conduitSubscriptions", &nc.ConduitSubscriptions)
+	t.boolean("dynamicOnly", &nc.DynamicOnly)
+	t.boolean("decreaseNetworkConsumerPriority", &nc.DecreaseNetworkConsumerPriority)
+	if n, ok := t.integer("consumerPriorityBase"); ok {
+		if n < -128 || n > 127 {
+			t.errorf("consumerPriorityBase", "want a priority in -128..127, got %d", n)
+		} else {
+			nc.ConsumerPriorityBase = n
+		}
+	}
+	t.boolean("suppressDuplicateQueueSubscriptions", &nc.SuppressDuplicateQueueSubscriptions)
+	t.boolean("suppressDuplicateTopicSubscriptions", &nc.SuppressDuplicateTopicSubscriptions)
+	if n, ok := t.integer("prefetchSize"); ok {
+		if n < 1 {
+			t.errorf("prefetchSize", "want at least 1 (network consumers do not poll), got %d", n)
+		} else {
+			nc.PrefetchSize = n
+		}
+	}
+	if n, ok := t.integer("window"); ok {
+		if n < 1 {
+			t.errorf("window", "want at least 1 unconfirmed message, got %d", n)
+		} else {
+			nc.Window = n
+		}
+	}
+	nc.StaticallyIncludedDestinations = patterns(t, "staticallyIncludedDestinations")
+	nc.DynamicallyIncludedDestinations = patterns(t, "dynamicallyIncludedDestinations")
+	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
+	reconnect(t, nc)
+	t.boolean("replayWhenNoConsumers", &nc.ReplayWhenNoConsumers)
+	if v, ok := t.duration("replayDelay"); ok {
+		nc.ReplayDelay = v
+	}
+	if s, ok := t.str("remoteId"); ok && s != "" {
+		switch {
+		case validName(s) != "":
+			t.errorf("remoteId", "%s", validName(s))
+		case e.uriOK && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1):
+			t.errorf("remoteId", "only for a connector to one broker (stomp://... or static:(one URI)); this uri finds several")
+		default:
+			nc.RemoteID = s
+		}
+	}
+	if g, ok := t.sub("gossip"); ok {
+		e.gossip = g
+		g.check(gossipKeys, nil)
+		gs := d.gossipTable(g)
+		if e.uriOK && nc.URI.Kind != discovery.Gossip {
+			t.errorf("gossip", "a gossip table belongs only to a connector with uri = \"gossip:\"; this uri is %s", nc.URI.Kind)
+		} else {
+			nc.Gossip = gs
+		}
+	} else if e.uriOK && nc.URI.Kind == discovery.Gossip && !t.has("gossip") {
+		t.errorf("uri", "gossip: needs a [networkConnector.gossip] table (bind, join, ...) after this connector")
+	}
+	return e
+}
+
+// patterns decodes a list of destination patterns.
+func patterns(t *table, key string) []destination.Pattern {
+	vals, idx, _ := t.stringList(key)
+	var out []destination.Pattern
+	for j, s := range vals {
+		p, err := destination.ParsePattern(s)
+		if err != nil {
+			t.elemErrorf(key, idx[j], "%v", err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// reconnect decodes initialReconnectDelay, maxReconnectDelay and backOffMultiplier.
+func reconnect(t *table, nc *NetworkConnector) {
+	good := true
+	if v, ok := t.duration("initialReconnectDelay"); ok {
+		if v <= 0 {
+			t.errorf("initialReconnectDelay", "want more than 0, got %s", v)
+			good = false
+		} else {
+			nc.Reconnect.Initial = v
+		}
+	} else if t.has("initialReconnectDelay") {
+		good = false
+	}
+	if v, ok := t.duration("maxReconnectDelay"); ok {
+		if v <= 0 {
+			t.errorf("maxReconnectDelay", "want more than 0, got %s", v)
+			good = false
+		} else {
+			nc.Reconnect.Max = v
+		}
+	} else if t.has("maxReconnectDelay") {
+		good = false
+	}
+	if f, ok := t.number("backOffMultiplier"); ok {
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
+			t.errorf("backOffMultiplier", "want a number of at least 1 (1 keeps the delay constant), got %v", f)
+		} else {
+			nc.Reconnect.Multiplier = f
+		}
+	}
+	if good && nc.Reconnect.Max < nc.Reconnect.Initial {
+		if t.has("maxReconnectDelay") {
+			t.errorf("maxReconnectDelay", "%s is below initialReconnectDelay %s", nc.Reconnect.Max, nc.Reconnect.Initial)
+		} else {
+			t.errorf("initialReconnectDelay", "%s is above maxReconnectDelay (default %s); raise maxReconnectDelay too", nc.Reconnect.Initial, nc.Reconnect.Max)
+		}
+	}
+}
+
+// gossipTable decodes [networkConnector.gossip].
+func (d *decoder) gossipTable(g *table) *Gossip {
+	gs := &Gossip{Bind: DefaultGossipBind}
+	if s, ok := g.str("bind"); ok {
+		if why := hostPort(s, true, false); why != "" {
+			g.errorf("bind", "%s, got %q", why, shorten(s))
+		} else {
+			gs.Bind = s
+		}
+	}
+	if s, ok := g.str("advertise"); ok && s != "" {
+		if why := hostPort(s, false, true); why != "" {
+			g.errorf("advertise", "%s, got %q (or \"\" to let memberlist choose)", why, shorten(s))
+		} else {
+			gs.Advertise = s
+		}
+	}
+	vals, idx, _ := g.stringList("join")
+	for j, s := range vals {
+		if why := joinAddr(s); why != "" {
+			g.elemErrorf("join", idx[j], "%s, got %q", why, shorten(s))
+			continue
+		}
+		gs.Join = append(gs.Join, s)
+	}
+	if s, ok := g.str("nodeName"); ok && s != "" {
+		if why := validName(s); why != "" {
+			g.errorf("nodeName", "%s", why)
+		} else {
+			gs.NodeName = s
+		}
+	}
+	if s, ok := g.str("secretKeyFile"); ok && s != "" {
+		key, why := d.readSecretKey(s)
+		if why != "" {
+			g.errorf("secretKeyFile", "%s", why)
+		} else {
+			gs.SecretKey = key
+		}
+	}
+	if s, ok := g.str("advertiseBrokerURI"); ok && s != "" {
+		// The gossip agent advertises one broker URI (discovery's
+		// LocalBroker.URI), which the other members dial as it is.
+		if _, err := stomp.ParseURI(s); err != nil {
+			g.errorf("advertiseBrokerURI", "%v", err)
+		} else {
+			gs.AdvertiseBrokerURI = s
+		}
+	}
+	return gs
+}
+
+// joinAddr validates a seed member: host or host:port.
+func joinAddr(s string) string {
+	switch {
+	case s == "":
+		return "want host or host:port"
+	case strings.ContainsAny(s, " \t\r\n"):
+		return "must not contain blanks"
+	}
+	if strings.Contains(s, ":") && net.ParseIP(s) == nil {
+		return hostPort(s, false, true)
+	}
+	return ""
+}
+
+// readSecretKey reads a base64 AES key; why says what is wrong, never
+// showing the key.
+func (d *decoder) readSecretKey(path string) (key []byte, why string) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(d.file), path)
+	}
+	// Stat first: opening a FIFO or a device could block or never end.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Sprintf("reading key: %v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Sprintf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Sprintf("reading key: %v", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Sprintf("reading key: %v", err)
+	}
+	key, err = DecodeSecretKey(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Sprintf("%s: %v", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		d.warns = append(d.warns, fmt.Sprintf("%s: gossip key file %s is readable by other users (mode %v); chmod 600 it", d.file, path, fi.Mode().Perm()))
+	}
+	return key, ""
+}
+
+// link checks what spans tables: unique names, connectors' brokers,
+// connectors to their own broker, gossip ports; and fills in defaults that
+// come from a connector's broker.
+func (d *decoder) link(brokers []*brokerEntry, conns []*connEntry) {
+	byName := map[string]*brokerEntry{}
+	var names []string
+	for _, b := range brokers {
+		if b.b.Name == "" {
+			continue
+		}
+		if first, dup := byName[b.b.Name]; dup {
+			b.t.errorf("name", "duplicate broker name %q (first at line %d)", b.b.Name, first.t.at("", -1).line)
+			continue
+		}
+		byName[b.b.Name] = b
+		names = append(names, b.b.Name)
+	}
+
+	seen := map[string]*connEntry{}
+	type bind struct {
+		host, port string
+		c          *connEntry
+	}
+	var binds []bind
+	for _, c := range conns {
+		nc, t := &c.nc, c.t
+		if nc.Name != "" {
+			if first, dup := seen[nc.Name]; dup {
+				t.errorf("name", "duplicate connector name %q (first at line %d)", nc.Name, first.nc.Line)
+			} else {
+				seen[nc.Name] = c
+			}
+		}
+
+		var b *brokerEntry
+		switch {
+		case c.brokerGiven:
+			b = byName[nc.Broker]
+			if b == nil && len(names) > 0 {
+				msg := fmt.Sprintf("unknown broker %q", shorten(nc.Broker))
+				if s := suggest(nc.Broker, names); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				} else {
+					msg += fmt.Sprintf("; the [[broker]] names are %s", quoteList(names))
+				}
+				t.errorf("broker", "%s", msg)
+			}
+		case len(brokers) == 1:
+			b = brokers[0]
+			nc.Broker = b.b.Name
+		case len(brokers) > 1:
+			t.missingf("broker", "missing: with %d [[broker]] tables, name the one to bridge from (%s)", len(brokers), quoteList(names))
+		}
+
+		if b != nil && b.uriOK && c.uriOK {
+			for _, u := range nc.URI.URIs {
+				for _, lu := range b.b.URI.URIs {
+					if sameBroker(u, lu) {
+						t.errorf("uri", "%s is the local broker %q itself", u, b.b.Name)
+					}
+				}
+			}
+		}
+
+		if g := nc.Gossip; g != nil {
+			d.checkAdvertised(c, b)
+			if host, port, err := net.SplitHostPort(g.Bind); err == nil && port != "0" {
+				for _, other := range binds {
+					if other.port == port && (other.host == host || isAnyHost(host) || isAnyHost(other.host)) {
+						key := "bind"
+						if !c.gossip.has("bind") {
+							key = ""
+						}
+						c.gossip.errorf(key, "gossip bind %s clashes with connector %q's %s", g.Bind, other.c.nc.Name, net.JoinHostPort(other.host, other.port))
+						break
+					}
+				}
+				binds = append(binds, bind{host, port, c})
+			}
+		}
+	}
+}
+
+// checkAdvertised warns about the broker URI a gossip connector advertises:
+// one that other members cannot dial, or a passcode sent in clear.
+func (d *decoder) checkAdvertised(c *connEntry, b *brokerEntry) {
+	g := c.nc.Gossip
+	var adv stomp.URI
+	switch {
+	case g.AdvertiseBrokerURI != "":
+		u, err := stomp.ParseURI(g.AdvertiseBrokerURI)
+		if err != nil {
+			return
+		}
+		adv = u
+	case b != nil && b.uriOK:
+		adv = b.b.URI.URIs[0]
+	default:
+		return
+	}
+	at := fmt.Sprintf("%s:%d: %s", d.file, c.nc.Line, c.t.label)
+	if isLocalHost(adv.Host) {
+		d.warns = append(d.warns, fmt.Sprintf(
+			"%s: gossip advertises the local broker as %s, which other members cannot dial; set gossip.advertiseBrokerURI", at, adv))
+	}
+	if adv.Passcode != "" && g.SecretKey == nil {
+		d.warns = append(d.warns, fmt.Sprintf(
+			"%s: gossip publishes the local broker's passcode to every member unencrypted; set gossip.secretKeyFile", at))
+	}
+}
+
+// sameBroker reports whether two URIs name the same broker (and virtual host).
+func sameBroker(a, b stomp.URI) bool {
+	return strings.EqualFold(a.Host, b.Host) && a.Port == b.Port && a.VHost == b.VHost
+}
+
+// isLocalHost reports whether host only makes sense on this machine.
+func isLocalHost(host string) bool {
+	if strings.EqualFold(host, "localhost") || isAnyHost(host) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isAnyHost reports whether host means every interface.
+func isAnyHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// quoteList renders names as "a", "b".
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

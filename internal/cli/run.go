@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/netconnector"
+)
+
+const runUsage = `Usage: brokernet run -c FILE
+
+Runs the federation described by FILE (TOML): every [[networkConnector]] with its
+discovery agent, one bridge per discovered peer. SIGHUP reloads FILE: connectors
+whose settings changed restart, the others keep forwarding; an invalid file is
+refused and the running configuration stays. SIGINT/SIGTERM drain and exit 0.
+
+Flags:
+`
+
+const checkUsage = `Usage: brokernet check -c FILE
+
+Validates FILE and reports every problem with its line, without connecting to anything.
+
+Flags:
+`
+
+func runCheck(_ context.Context, e *env, args []string) error {
+	fs := newFlagSet("check")
+	path := fs.String("c", "", "configuration file")
+	if _, err := parseFlags(e, fs, checkUsage, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("-c FILE is required")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (%d broker(s), %d network connector(s))\n", *path, len(cfg.Brokers), len(cfg.Connectors))
+	return nil
+}
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("run")
+	path := fs.String("c", "", "configuration file")
+	if _, err := parseFlags(e, fs, runUsage, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("-c FILE is required")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return serveFederation(ctx, log, cfg, func() (*config.Config, error) { return config.Load(*path) }, hup)
+}
+
+// serveFederation runs cfg until ctx ends, reloading on every value from reload.
+func serveFederation(ctx context.Context, log zerolog.Logger, cfg *config.Config, load func() (*config.Config, error), reload <-chan os.Signal) error {
+	fed := netconnector.NewFederation(ctx, log)
+	if cfg.Admin.Listen != "" {
+		srv, err := admin.Listen(cfg.Admin.Listen, func() []admin.BridgeSnapshot { return snapshots(fed) }, log)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := srv.Serve(ctx); err != nil {
+				log.Error().Err(err).Msg("admin listener failed")
+			}
+		}()
+		log.Info().Str("addr", srv.Addr()).Msg("admin listener up (/status, /metrics)")
+	}
+	started, _, _, err := fed.Apply(cfg)
+	if err != nil {
+		log.Error().Err(err).Msg("starting network connectors")
+	}
+	log.Info().Strs("connectors", started).Msg("federation running")
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info().Msg("draining")
+			fed.Wait()
+			log.Info().Msg("stopped")
+			return nil
+		case <-reload:
+			next, err := load()
+			if err != nil {
+				log.Error().Str("errors", err.Error()).Msg("reload refused: configuration invalid; keeping the running one")
+				continue
+			}
+			started, restarted, stopped, err := fed.Apply(next)
+			if err != nil {
+				log.Error().Err(err).Msg("reload: some connectors did not start")
+			}
+			log.Info().Strs("started", started).Strs("restarted", restarted).Strs("stopped", stopped).Msg("configuration reloaded")
+		}
+	}
+}
+
+func snapshots(fed *netconnector.Federation) []admin.BridgeSnapshot {
+	var out []admin.BridgeSnapshot
+	for name, c := range fed.Connectors() {
+		for _, ps := range c.Status() {
+			for _, b := range c.Bridges(ps.Key) {
+				st := b.Stats()
+				out = append(out, admin.BridgeSnapshot{
+					Connector: name, Peer: ps.Key, Bridge: b.Name(), Up: b.Up(),
+					Forwarded: st.Forwarded.Load(), DemandSubs: st.DemandSubs.Load(),
+					Advisories: st.Advisories.Load(), BadAdvisories: st.BadAdvisories.Load(),
+					Sessions: st.Sessions.Load(),
+				})
+			}
+		}
+	}
+	return out
+}

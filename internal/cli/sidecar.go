@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+const sidecarUsage = `Usage: brokernet sidecar --broker URI --gossip-bind HOST:PORT [--join HOST:PORT ...] [flags]
+
+Runs next to one broker: joins a gossip cluster of other sidecars, advertises this
+broker, and bridges it to every other member's broker on demand. The same as a
+one-connector configuration with uri = "gossip:".
+
+Flags:
+`
+
+func runSidecar(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("sidecar")
+	brokerURI := fs.String("broker", "", "the local broker's URI (required)")
+	brokerID := fs.String("broker-id", "", "the local broker's id (default: learnt from the broker)")
+	bind := fs.String("gossip-bind", "0.0.0.0:7946", "gossip bind address (port 0: any)")
+	advertise := fs.String("gossip-advertise", "", "gossip address other members use (default: derived)")
+	advBroker := fs.String("advertise-broker", "", "broker URI other members dial (default: --broker)")
+	nodeName := fs.String("node-name", "", "unique gossip member name (default: hostname and port)")
+	keyFile := fs.String("secret-key-file", "", "file with a base64 AES key (16, 24 or 32 bytes) encrypting gossip")
+	var join stringList
+	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
+	networkTTL := fs.Int("network-ttl", 1, "broker hops for messages and demand")
+	prefetch := fs.Int("prefetch", 1000, "prefetch of each demand subscription")
+	window := fs.Int("window", 500, "messages forwarded but not yet confirmed")
+	decrease := fs.Bool("decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
+	adminListen := fs.String("admin-listen", "", "HTTP address for /status and /metrics (default: off)")
+	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	logFormat := fs.String("log-format", "console", "json or console")
+	pos, err := parseFlags(e, fs, sidecarUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if *brokerURI == "" {
+		return usagef("--broker is required")
+	}
+	u, err := stomp.ParseURI(*brokerURI)
+	if err != nil {
+		return usagef("--broker: %v", err)
+	}
+	if *advBroker != "" {
+		if _, err := stomp.ParseURI(*advBroker); err != nil {
+			return usagef("--advertise-broker: %v", err)
+		}
+	}
+	var key []byte
+	if *keyFile != "" {
+		b, err := os.ReadFile(*keyFile)
+		if err != nil {
+			return usagef("--secret-key-file: %v", err)
+		}
+		key, err = config.DecodeSecretKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			return usagef("--secret-key-file %s: %v", *keyFile, err)
+		}
+	}
+	nc := config.DefaultConnector()
+	nc.Name = "sidecar"
+	nc.Broker = "local"
+	nc.URI = discovery.Spec{Kind: discovery.Gossip}
+	nc.NetworkTTL, nc.MessageTTL, nc.ConsumerTTL = *networkTTL, *networkTTL, *networkTTL
+	nc.PrefetchSize = *prefetch
+	nc.Window = *window
+	nc.DecreaseNetworkConsumerPriority = *decrease
+	nc.Gossip = &config.Gossip{
+		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
+		SecretKey: key, AdvertiseBrokerURI: *advBroker,
+	}
+	cfg := config.Default()
+	cfg.Log = config.Log{Level: *logLevel, Format: *logFormat}
+	cfg.Admin.Listen = *adminListen
+	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{u}}, ID: *brokerID}}
+	cfg.Connectors = []config.NetworkConnector{nc}
+	if err := cfg.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	return serveFederation(ctx, log, &cfg, nil, nil)
+}
+
+const importUsage = `Usage: brokernet import [--broker-uri URI] activemq.xml
+
+Reads the <networkConnectors> of an ActiveMQ broker configuration and prints the
+equivalent brokernet TOML on stdout; options it cannot map are listed on stderr.
+
+Flags:
+`
+
+func runImport(_ context.Context, e *env, args []string) error {
+	fs := newFlagSet("import")
+	brokerURI := fs.String("broker-uri", "", "STOMP URI of the local broker (default: from the XML's stomp transportConnector, else stomp://127.0.0.1:61613)")
+	pos, err := parseFlags(e, fs, importUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one activemq.xml file, got %d argument(s)", len(pos))
+	}
+	data, err := os.ReadFile(pos[0])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	out, warnings, err := config.ImportActiveMQ(data, *brokerURI)
+	if err != nil {
+		return usagef("%s: %v", pos[0], err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
+	fmt.Fprint(e.stdout, out)
+	return nil
+}

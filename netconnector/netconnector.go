@@ -1,0 +1,290 @@
+// Package netconnector runs a NetworkConnector: one discovery agent plus a set of
+// options, starting, supervising and stopping one bridge per discovered peer, the
+// way ActiveMQ's DiscoveryNetworkConnector does.
+package netconnector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Connector is one running NetworkConnector.
+type Connector struct {
+	cfg   config.NetworkConnector
+	local config.Broker
+	agent discovery.Agent
+	log   zerolog.Logger
+
+	mu    sync.Mutex
+	peers map[string]*peer // by discovery.Peer.Key
+}
+
+// peer is a discovered broker and the bridges running to it.
+type peer struct {
+	p       discovery.Peer
+	bridges []*bridge.Bridge
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// PeerStatus describes one peer for status pages and tests.
+type PeerStatus struct {
+	Key       string   `json:"key"`
+	URIs      []string `json:"uris"`
+	Up        bool     `json:"up"`
+	Forwarded int64    `json:"forwarded"`
+	Demand    int64    `json:"demand_subscriptions"`
+}
+
+// New builds a connector from its configuration and the local broker it bridges from.
+// agent may be nil: the agent is then made from cfg.URI (and cfg.Gossip).
+func New(cfg config.NetworkConnector, local config.Broker, agent discovery.Agent, log zerolog.Logger) (*Connector, error) {
+	log = log.With().Str("connector", cfg.Name).Logger()
+	if agent == nil {
+		var err error
+		agent, err = newAgent(cfg, local, log)
+		if err != nil {
+			return nil, fmt.Errorf("network connector %q: %w", cfg.Name, err)
+		}
+	}
+	return &Connector{cfg: cfg, local: local, agent: agent, log: log, peers: make(map[string]*peer)}, nil
+}
+
+func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logger) (discovery.Agent, error) {
+	var g *discovery.GossipConfig
+	if cfg.URI.Kind == discovery.Gossip {
+		if cfg.Gossip == nil {
+			return nil, errors.New("gossip: discovery needs gossip settings")
+		}
+		adv := cfg.Gossip.AdvertiseBrokerURI
+		if adv == "" && len(local.URI.URIs) > 0 {
+			adv = local.URI.URIs[0].WithSecrets()
+		}
+		g = &discovery.GossipConfig{
+			NodeName:  cfg.Gossip.NodeName,
+			BindAddr:  cfg.Gossip.Bind,
+			Advertise: cfg.Gossip.Advertise,
+			Join:      cfg.Gossip.Join,
+			SecretKey: cfg.Gossip.SecretKey,
+			Local:     discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
+			Log:       log,
+		}
+	}
+	return discovery.New(cfg.URI, g, log)
+}
+
+// Agent is the connector's discovery agent.
+func (c *Connector) Agent() discovery.Agent { return c.agent }
+
+// Name is the connector's configured name.
+func (c *Connector) Name() string { return c.cfg.Name }
+
+// Run runs discovery and the bridges until ctx ends, then drains every bridge.
+func (c *Connector) Run(ctx context.Context) error {
+	events := make(chan discovery.Event, 64)
+	agentErr := make(chan error, 1)
+	actx, cancelAgent := context.WithCancel(ctx)
+	defer cancelAgent()
+	go func() { agentErr <- c.agent.Run(actx, events) }()
+	c.log.Info().Str("discovery", c.cfg.URI.String()).Msg("network connector started")
+	defer c.stopAll()
+	for {
+		select {
+		case ev := <-events:
+			switch ev.Kind {
+			case discovery.PeerAdded:
+				c.addPeer(ctx, ev.Peer)
+			case discovery.PeerRemoved:
+				c.removePeer(ev.Peer.Key)
+			}
+		case err := <-agentErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("network connector %q: discovery: %w", c.cfg.Name, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (c *Connector) addPeer(ctx context.Context, p discovery.Peer) {
+	c.mu.Lock()
+	old, ok := c.peers[p.Key]
+	c.mu.Unlock()
+	if ok {
+		if sameURIs(old.p.URIs, p.URIs) {
+			return
+		}
+		c.removePeer(p.Key)
+	}
+	cfgs := c.bridgeConfigs(p)
+	pctx, cancel := context.WithCancel(ctx)
+	pe := &peer{p: p, cancel: cancel, done: make(chan struct{})}
+	for _, bc := range cfgs {
+		b, err := bridge.New(bc)
+		if err != nil {
+			c.log.Error().Err(err).Str("peer", p.Key).Msg("cannot bridge to peer")
+			cancel()
+			return
+		}
+		pe.bridges = append(pe.bridges, b)
+	}
+	var wg sync.WaitGroup
+	for _, b := range pe.bridges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Run(pctx); err != nil {
+				c.log.Error().Err(err).Str("peer", p.Key).Msg("bridge stopped for good")
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(pe.done) }()
+	c.mu.Lock()
+	c.peers[p.Key] = pe
+	c.mu.Unlock()
+	c.log.Info().Str("peer", p.Key).Str("uri", p.URIs[0].String()).Int("bridges", len(pe.bridges)).Msg("peer added")
+}
+
+// removePeer drains and forgets a peer's bridges.
+func (c *Connector) removePeer(key string) {
+	c.mu.Lock()
+	pe, ok := c.peers[key]
+	delete(c.peers, key)
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	pe.cancel()
+	<-pe.done
+	c.log.Info().Str("peer", key).Msg("peer removed")
+}
+
+// stopAll drains every peer's bridges in parallel.
+func (c *Connector) stopAll() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.peers))
+	for key := range c.peers {
+		keys = append(keys, key)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, key := range keys {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.removePeer(key) }()
+	}
+	wg.Wait()
+}
+
+// Status lists the peers and their bridges' state, sorted by key.
+func (c *Connector) Status() []PeerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PeerStatus, 0, len(c.peers))
+	for key, pe := range c.peers {
+		st := PeerStatus{Key: key, Up: true}
+		for _, u := range pe.p.URIs {
+			st.URIs = append(st.URIs, u.String())
+		}
+		for _, b := range pe.bridges {
+			st.Up = st.Up && b.Up()
+			st.Forwarded += b.Stats().Forwarded.Load()
+			st.Demand += b.Stats().DemandSubs.Load()
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Bridges returns the running bridges of a peer (for tests and metrics).
+func (c *Connector) Bridges(key string) []*bridge.Bridge {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pe, ok := c.peers[key]; ok {
+		return append([]*bridge.Bridge(nil), pe.bridges...)
+	}
+	return nil
+}
+
+// bridgeConfigs turns the connector options into the bridge(s) for one peer:
+// LOCAL → peer, and with duplex also peer → LOCAL.
+func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
+	cfg := c.cfg
+	withPolicy := func(us []stomp.URI) []stomp.URI {
+		out := make([]stomp.URI, len(us))
+		for i, u := range us {
+			u.Reconnect = cfg.Reconnect
+			out[i] = u
+		}
+		return out
+	}
+	local := withPolicy(c.local.URI.URIs)
+	remote := withPolicy(p.URIs)
+	remoteID := p.BrokerID
+	if cfg.RemoteID != "" {
+		remoteID = cfg.RemoteID
+	}
+	opts := DemandOptions(cfg)
+	out := []bridge.Config{{
+		Name:  cfg.Name + ":" + local[0].Addr() + "->" + remote[0].Addr(),
+		Local: local[0], LocalFailover: local[1:],
+		Remote: remote[0], RemoteFailover: remote[1:],
+		LocalID: c.local.ID, RemoteID: remoteID,
+		Demand: opts, Window: cfg.Window, Log: c.log,
+	}}
+	if cfg.Duplex {
+		out = append(out, bridge.Config{
+			Name:  cfg.Name + ":" + remote[0].Addr() + "->" + local[0].Addr(),
+			Local: remote[0], LocalFailover: remote[1:],
+			Remote: local[0], RemoteFailover: local[1:],
+			LocalID: remoteID, RemoteID: c.local.ID,
+			Demand: opts, Window: cfg.Window, Log: c.log,
+		})
+	}
+	return out
+}
+
+// DemandOptions maps a connector's ActiveMQ-named options onto the demand rules.
+func DemandOptions(cfg config.NetworkConnector) demand.Options {
+	return demand.Options{
+		Conduit:          cfg.ConduitSubscriptions,
+		ConsumerTTL:      cfg.ConsumerTTL,
+		MessageTTL:       cfg.MessageTTL,
+		DecreasePriority: cfg.DecreaseNetworkConsumerPriority,
+		PriorityBase:     cfg.ConsumerPriorityBase,
+		Prefetch:         cfg.PrefetchSize,
+		Filter: destination.Filter{
+			Include: cfg.DynamicallyIncludedDestinations,
+			Exclude: cfg.ExcludedDestinations,
+		},
+	}
+}
+
+func sameURIs(a, b []stomp.URI) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
