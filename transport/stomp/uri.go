@@ -64,6 +64,9 @@ func ParseURI(s string) (URI, error) {
 		return u, fmt.Errorf("broker URI %q: unexpected path %q (use ?vhost= for a virtual host)", shown, pu.Path)
 	}
 	u.Host = pu.Hostname()
+	if u.Host == "" || strings.ContainsAny(u.Host, ":") && !strings.Contains(pu.Host, "[") {
+		return u, fmt.Errorf("broker URI %q: missing or malformed host", shown)
+	}
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 || n > 65535 {

@@ -1,0 +1,141 @@
+package discovery
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Kind names a discovery agent.
+type Kind int
+
+// Discovery kinds, named as in ActiveMQ discovery URIs.
+const (
+	// Static reports a fixed list of brokers, each bridged on its own.
+	Static Kind = iota + 1
+	// MasterSlave reports one logical broker reachable at one of several URIs.
+	MasterSlave
+	// Gossip reports the brokers that other brokernet members advertise.
+	Gossip
+)
+
+// String names the kind as discovery URIs spell it.
+func (k Kind) String() string {
+	switch k {
+	case Static:
+		return "static"
+	case MasterSlave:
+		return "masterslave"
+	case Gossip:
+		return "gossip"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Spec is a parsed discovery URI.
+//
+//	stomp://host:port                        one static peer
+//	static:(stomp://a:61613,stomp://b:61613) one peer per URI, each reconnecting on its own
+//	masterslave:(stomp://m:61613,stomp://s:61613) one logical peer, the first URI that answers
+//	gossip:                                  peers found by gossip (configured separately)
+type Spec struct {
+	// Kind picks the agent.
+	Kind Kind
+	// URIs are the brokers of a static or masterslave spec, in the order given;
+	// gossip specs have none.
+	URIs []stomp.URI
+}
+
+// ParseURI parses a discovery URI. Errors name the part at fault; passcodes in
+// member URIs are never shown. A broker listed twice in static:(...) or
+// masterslave:(...) is an error.
+func ParseURI(s string) (Spec, error) {
+	s = strings.TrimSpace(s)
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return Spec{}, fmt.Errorf("discovery URI %q: missing scheme (want static:(...), masterslave:(...), gossip: or stomp://...)", s)
+	}
+	switch scheme {
+	case "static", "masterslave":
+		kind := Static
+		if scheme == "masterslave" {
+			kind = MasterSlave
+		}
+		if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+			return Spec{}, fmt.Errorf("discovery URI %s:...: want %s:(URI,URI,...)", scheme, scheme)
+		}
+		inner := strings.TrimSpace(rest[1 : len(rest)-1])
+		if inner == "" {
+			return Spec{}, fmt.Errorf("discovery URI %s:(): no broker URIs", scheme)
+		}
+		spec := Spec{Kind: kind}
+		for i, part := range strings.Split(inner, ",") {
+			u, err := parseBrokerURI(strings.TrimSpace(part))
+			if err != nil {
+				return Spec{}, fmt.Errorf("discovery URI %s: member %d: %w", scheme, i+1, err)
+			}
+			// Two bridges to one broker would forward every message twice.
+			for j, prev := range spec.URIs {
+				if prev.String() == u.String() {
+					return Spec{}, fmt.Errorf("discovery URI %s: member %d (%s) repeats member %d", scheme, i+1, u, j+1)
+				}
+			}
+			spec.URIs = append(spec.URIs, u)
+		}
+		if kind == MasterSlave && len(spec.URIs) < 2 {
+			return Spec{}, fmt.Errorf("discovery URI masterslave:(...): want at least two broker URIs, got %d", len(spec.URIs))
+		}
+		return spec, nil
+	case "gossip":
+		if r := strings.TrimPrefix(rest, "//"); r != "" {
+			return Spec{}, fmt.Errorf("discovery URI gossip:%s: gossip takes no address here; configure it in the gossip settings", rest)
+		}
+		return Spec{Kind: Gossip}, nil
+	default:
+		u, err := parseBrokerURI(s)
+		if err != nil {
+			return Spec{}, err
+		}
+		return Spec{Kind: Static, URIs: []stomp.URI{u}}, nil
+	}
+}
+
+// String renders the spec with passcodes redacted.
+func (s Spec) String() string {
+	if s.Kind == Gossip {
+		return "gossip:"
+	}
+	if s.Kind == Static && len(s.URIs) == 1 {
+		return s.URIs[0].String()
+	}
+	parts := make([]string, len(s.URIs))
+	for i, u := range s.URIs {
+		parts[i] = u.String()
+	}
+	return s.Kind.String() + ":(" + strings.Join(parts, ",") + ")"
+}
+
+// parseBrokerURI is stomp.ParseURI plus a check of the host, which
+// stomp.ParseURI lets through empty ("stomp://:") or as a lone colon
+// ("stomp://::").
+func parseBrokerURI(s string) (stomp.URI, error) {
+	u, err := stomp.ParseURI(s)
+	if err != nil {
+		return u, err
+	}
+	if u.Host == "" {
+		return u, fmt.Errorf("broker URI %q: missing host", u.String())
+	}
+	if strings.Contains(u.Host, ":") && !isIP(u.Host) {
+		return u, fmt.Errorf("broker URI %q: bad host %q", u.String(), u.Host)
+	}
+	return u, nil
+}
+
+// isIP reports whether s is an IP address, IPv6 zones included.
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
