@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // DefaultGossipPort is memberlist's default port, used when BindAddr is empty.
@@ -222,7 +223,7 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	}
 	if local.URI == "" {
 		problem("local broker URI is empty; members advertise the broker others should bridge to")
-	} else if u, err := parseBrokerURI(local.URI); err != nil {
+	} else if u, err := stomp.ParseURI(local.URI); err != nil {
 		problem("local broker: %v", err)
 	} else {
 		a.hasPasscode = u.Passcode != ""

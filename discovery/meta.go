@@ -70,7 +70,7 @@ func decodeMeta(name string, meta []byte) (Peer, error) {
 	if m.URI == "" {
 		return Peer{}, errors.New("broker metadata has no URI")
 	}
-	u, err := parseBrokerURI(m.URI)
+	u, err := stomp.ParseURI(m.URI)
 	if err != nil {
 		return Peer{}, fmt.Errorf("advertised URI: %w", err)
 	}

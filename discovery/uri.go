@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -72,7 +71,7 @@ func ParseURI(s string) (Spec, error) {
 		}
 		spec := Spec{Kind: kind}
 		for i, part := range strings.Split(inner, ",") {
-			u, err := parseBrokerURI(strings.TrimSpace(part))
+			u, err := stomp.ParseURI(strings.TrimSpace(part))
 			if err != nil {
 				return Spec{}, fmt.Errorf("discovery URI %s: member %d: %w", scheme, i+1, err)
 			}
@@ -94,7 +93,7 @@ func ParseURI(s string) (Spec, error) {
 		}
 		return Spec{Kind: Gossip}, nil
 	default:
-		u, err := parseBrokerURI(s)
+		u, err := stomp.ParseURI(s)
 		if err != nil {
 			return Spec{}, err
 		}
@@ -117,25 +116,3 @@ func (s Spec) String() string {
 	return s.Kind.String() + ":(" + strings.Join(parts, ",") + ")"
 }
 
-// parseBrokerURI is stomp.ParseURI plus a check of the host, which
-// stomp.ParseURI lets through empty ("stomp://:") or as a lone colon
-// ("stomp://::").
-func parseBrokerURI(s string) (stomp.URI, error) {
-	u, err := stomp.ParseURI(s)
-	if err != nil {
-		return u, err
-	}
-	if u.Host == "" {
-		return u, fmt.Errorf("broker URI %q: missing host", u.String())
-	}
-	if strings.Contains(u.Host, ":") && !isIP(u.Host) {
-		return u, fmt.Errorf("broker URI %q: bad host %q", u.String(), u.Host)
-	}
-	return u, nil
-}
-
-// isIP reports whether s is an IP address, IPv6 zones included.
-func isIP(s string) bool {
-	_, err := netip.ParseAddr(s)
-	return err == nil
-}

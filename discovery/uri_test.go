@@ -68,8 +68,8 @@ func TestParseURIErrors(t *testing.T) {
 		{"repeated masterslave member", "masterslave:(stomp://a:1,stomp://a:1)", "repeats member 1"},
 		{"gossip with an address", "gossip://10.0.0.1:7946", "gossip takes no address"},
 		{"unknown scheme", "multicast://default", "unsupported scheme"},
-		{"a bare broker URI without host", "stomp://:", "missing host"},
-		{"a colon for a host", "stomp://::", "bad host"},
+		{"a bare broker URI without host", "stomp://:", "missing or malformed host"},
+		{"a colon for a host", "stomp://::", "missing or malformed host"},
 		{"a member without host", "static:(stomp://a:1,stomp://:2)", "member 2"},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package stomp
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -64,7 +65,7 @@ func ParseURI(s string) (URI, error) {
 		return u, fmt.Errorf("broker URI %q: unexpected path %q (use ?vhost= for a virtual host)", shown, pu.Path)
 	}
 	u.Host = pu.Hostname()
-	if u.Host == "" || strings.ContainsAny(u.Host, ":") && !strings.Contains(pu.Host, "[") {
+	if _, err := netip.ParseAddr(u.Host); u.Host == "" || strings.Contains(u.Host, ":") && err != nil {
 		return u, fmt.Errorf("broker URI %q: missing or malformed host", shown)
 	}
 	if p := pu.Port(); p != "" {
