@@ -135,4 +135,3 @@ func consumersOn(b *testbroker.ActiveMQ, q string, n int64) error {
 	}
 	return nil
 }
-
