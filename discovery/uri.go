@@ -115,4 +115,3 @@ func (s Spec) String() string {
 	}
 	return s.Kind.String() + ":(" + strings.Join(parts, ",") + ")"
 }
-
