@@ -47,12 +47,22 @@ const (
 
 // Headers of an advisory MESSAGE frame that ParseActiveMQ reads.
 const (
+	headerDestination      = "destination"
 	headerOriginBrokerID   = "originBrokerId"
 	headerOriginBrokerName = "originBrokerName"
 	headerConsumerCount    = "consumerCount"
 )
 
-// Kind says whether a consumer appeared or went away.
+// Prefixes of the STOMP destinations of consumer advisory topics
+// (AdvisorySupport.getConsumerAdvisoryTopic), followed by the destination's
+// physical name.
+const (
+	queueAdvisoryPrefix = "/topic/ActiveMQ.Advisory.Consumer.Queue."
+	topicAdvisoryPrefix = "/topic/ActiveMQ.Advisory.Consumer.Topic."
+)
+
+// Kind says whether a consumer appeared or went away, or a durable
+// subscription was destroyed.
 type Kind uint8
 
 // The event kinds. The zero Kind is invalid.
@@ -60,17 +70,26 @@ const (
 	// ConsumerAdded reports a ConsumerInfo: a consumer opened, or an existing
 	// one was replayed.
 	ConsumerAdded Kind = iota + 1
-	// ConsumerRemoved reports a RemoveInfo for a consumer id.
+	// ConsumerRemoved reports a RemoveInfo for a consumer id. For a durable
+	// topic subscriber it means the subscriber went offline; its durable
+	// subscription stays until a DurableRemoved.
 	ConsumerRemoved
+	// DurableRemoved reports a RemoveSubscriptionInfo: a durable topic
+	// subscription was destroyed (unsubscribed). The Consumer carries only
+	// SubscriptionName, ClientID and, when the advisory's destination header
+	// names it, Destination; its ID is empty.
+	DurableRemoved
 )
 
-// String returns "added", "removed", or "Kind(N)".
+// String returns "added", "removed", "durable-removed", or "Kind(N)".
 func (k Kind) String() string {
 	switch k {
 	case ConsumerAdded:
 		return "added"
 	case ConsumerRemoved:
 		return "removed"
+	case DurableRemoved:
+		return "durable-removed"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -104,6 +123,11 @@ type Consumer struct {
 	Retroactive bool
 	// SubscriptionName is the durable topic subscription name, if any.
 	SubscriptionName string
+	// ClientID is the consumer's connection client id when the advisory
+	// shows it: OpenWire consumers only, never STOMP ones (§6.1). For a
+	// DurableRemoved event it is the RemoveSubscriptionInfo's clientId,
+	// which ActiveMQ's STOMP 1.0 support fills with the subscription name.
+	ClientID string
 	// Path lists the brokers the demand already came through, the original
 	// consumer's broker first: the brokernet tag's path followed by the
 	// ActiveMQ brokerPath (native hops made after the last brokernet hop).
@@ -118,13 +142,18 @@ type Consumer struct {
 	// Native is true when the consumer is an ActiveMQ network consumer: it
 	// has a brokerPath or a NetworkBridgeFilter additionalPredicate.
 	Native bool
+	// Replay is true when the consumer is a brokernet replay subscription
+	// (its tag says so; Bridge is true too). It takes back messages that
+	// came from elsewhere and is not demand.
+	Replay bool
 }
 
 // Event is one parsed consumer advisory.
 type Event struct {
 	// Kind says whether the consumer was added or removed.
 	Kind Kind
-	// Consumer describes the consumer; for ConsumerRemoved only ID is set.
+	// Consumer describes the consumer; for ConsumerRemoved only ID is set,
+	// for DurableRemoved see there.
 	Consumer Consumer
 	// OriginBrokerID is the originBrokerId header: the broker that
 	// published the advisory.
@@ -137,13 +166,19 @@ type Event struct {
 }
 
 // ErrNotConsumerAdvisory is returned (wrapped, with the payload's name) for a
-// well-formed advisory that is not about a consumer, such as DestinationInfo
-// or RemoveSubscriptionInfo. Callers skip such messages silently.
+// well-formed advisory that is not about a consumer, such as DestinationInfo.
+// Callers skip such messages silently. (RemoveSubscriptionInfo, the removal
+// of a durable subscription, is parsed as a DurableRemoved event.)
 var ErrNotConsumerAdvisory = errors.New("not a consumer advisory")
 
 // ParseActiveMQ parses an ActiveMQ consumer advisory received over STOMP with
 // TransformationJSON: h is the MESSAGE frame's header (nil is allowed) and
 // body its body.
+//
+// ActiveMQ publishes RemoveSubscriptionInfo (a durable subscription was
+// destroyed) on the consumer advisory topic of the subscription's topic
+// (AdvisoryBroker.removeSubscription); it becomes a DurableRemoved event
+// whose Consumer.Destination is taken from h's destination header.
 //
 // Malformed bodies yield a descriptive error; ParseActiveMQ never panics.
 // Numbers and booleans are accepted both as JSON values and as strings,
@@ -184,6 +219,15 @@ func ParseActiveMQ(h *frame.Header, body []byte) (Event, error) {
 				return Event{}, fmt.Errorf("parsing advisory RemoveInfo: %w", err)
 			}
 			ev.Kind, ev.Consumer = ConsumerRemoved, Consumer{ID: id}
+		case "RemoveSubscriptionInfo":
+			c, err := parseRemoveSubscriptionInfo(raw)
+			if err != nil {
+				return Event{}, fmt.Errorf("parsing advisory RemoveSubscriptionInfo: %w", err)
+			}
+			if h != nil {
+				c.Destination = advisedDestination(h.Get(headerDestination))
+			}
+			ev.Kind, ev.Consumer = DurableRemoved, c
 		default:
 			return Event{}, fmt.Errorf("%w: %s", ErrNotConsumerAdvisory, name)
 		}
@@ -227,6 +271,7 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 	c.NoLocal = f.bool("noLocal")
 	c.Retroactive = f.bool("retroactive")
 	c.SubscriptionName, _ = f.string("subscriptionName")
+	c.ClientID, _ = f.string("clientId")
 	sel, _ := f.string("selector")
 	if f.err != nil {
 		return Consumer{}, f.err
@@ -255,6 +300,7 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 	c.Selector = user
 	if isBridge {
 		c.Bridge = true
+		c.Replay = tag.Replay
 		c.Origin = tag.Origin
 		c.Path = append(c.Path, tag.Path...)
 	}
@@ -289,6 +335,45 @@ func parseRemoveInfo(raw json.RawMessage) (string, error) {
 		return "", f.err
 	}
 	return consumerID(idRaw, "objectId")
+}
+
+// parseRemoveSubscriptionInfo reads the body of a RemoveSubscriptionInfo:
+// {"connectionId":{...},"subcriptionName":"NAME","clientId":"ID"}. The Java
+// field is misspelt "subcriptionName" in the ActiveMQ versions whose
+// XStream rendering uses field names, "subscriptionName" in others; both are
+// accepted, the correct spelling first.
+func parseRemoveSubscriptionInfo(raw json.RawMessage) (Consumer, error) {
+	obj, err := object(raw, "RemoveSubscriptionInfo")
+	if err != nil {
+		return Consumer{}, err
+	}
+	f := fields{obj: obj}
+	name, ok := f.string("subscriptionName")
+	if !ok {
+		name, ok = f.string("subcriptionName")
+	}
+	clientID, _ := f.string("clientId")
+	switch {
+	case f.err != nil:
+		return Consumer{}, f.err
+	case !ok || name == "":
+		return Consumer{}, errors.New("missing subscriptionName")
+	}
+	return Consumer{SubscriptionName: name, ClientID: clientID}, nil
+}
+
+// advisedDestination returns the destination a consumer advisory topic is
+// about, from the STOMP destination of the advisory MESSAGE
+// ("/topic/ActiveMQ.Advisory.Consumer.Topic.NAME"), or the zero Destination
+// when dest is not such a topic.
+func advisedDestination(dest string) destination.Destination {
+	if name, ok := strings.CutPrefix(dest, topicAdvisoryPrefix); ok && name != "" {
+		return destination.Destination{Kind: destination.Topic, Name: name}
+	}
+	if name, ok := strings.CutPrefix(dest, queueAdvisoryPrefix); ok && name != "" {
+		return destination.Destination{Kind: destination.Queue, Name: name}
+	}
+	return destination.Destination{}
 }
 
 // consumerID reads {connectionId, sessionId, value} and returns

@@ -150,6 +150,18 @@ func TestParseActiveMQ(t *testing.T) {
 			}},
 		},
 		{
+			name: "a brokernet replay subscription is recognised by its tag",
+			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:b-1","sessionId":-1,"value":10},
+				"destination":{"@class":"ActiveMQQueue","string":"Q"},"priority":-5,"prefetchSize":1000,
+				"selector":` + jsonString(ConvertStringPrefix+ReplaySelector("color = 'red'", "R1", Tag{Path: []string{"R1"}, Origin: "replay"})) + `}}`,
+			want: Event{Kind: ConsumerAdded, Consumer: Consumer{
+				ID:          "ID:b-1:-1:10",
+				Destination: destination.Destination{Kind: destination.Queue, Name: "Q"},
+				Selector:    "color = 'red'", Priority: -5, Prefetch: 1000,
+				Path: []string{"R1"}, Origin: "replay", Bridge: true, Replay: true,
+			}},
+		},
+		{
 			name: "native hops after a brokernet hop extend the tag's path",
 			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:c-1","sessionId":1,"value":2},
 				"destination":{"@class":"ActiveMQQueue","string":"Q"},
@@ -166,12 +178,12 @@ func TestParseActiveMQ(t *testing.T) {
 			name: "numbers and booleans rendered as strings",
 			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:x","sessionId":"-1","value":"12"},
 				"destination":{"@class":"ActiveMQTopic","string":"T"},"priority":"-3","prefetchSize":" 7 ",
-				"browser":"false","exclusive":"true","noLocal":"TRUE","retroactive":1,"subscriptionName":"dur"}}`,
+				"browser":"false","exclusive":"true","noLocal":"TRUE","retroactive":1,"subscriptionName":"dur","clientId":"cid"}}`,
 			want: Event{Kind: ConsumerAdded, Consumer: Consumer{
 				ID:          "ID:x:-1:12",
 				Destination: destination.Destination{Kind: destination.Topic, Name: "T"},
 				Priority:    -3, Prefetch: 7, Exclusive: true, NoLocal: true, Retroactive: true,
-				SubscriptionName: "dur",
+				SubscriptionName: "dur", ClientID: "cid",
 			}},
 		},
 		{
@@ -295,7 +307,6 @@ func TestParseActiveMQHeaders(t *testing.T) {
 func TestParseActiveMQNotConsumer(t *testing.T) {
 	tests := []struct{ name, body string }{
 		{"DestinationInfo", sampleDestinationInfo},
-		{"RemoveSubscriptionInfo", sampleRemoveSubscriptionInfo},
 		{"RemoveInfo of a producer", `{"RemoveInfo":{"objectId":{"@class":"ProducerId","connectionId":"ID:x","sessionId":1,"value":1}}}`},
 		{"an unknown command", `{"BrokerInfo":{}}`},
 	}
@@ -306,6 +317,78 @@ func TestParseActiveMQNotConsumer(t *testing.T) {
 				t.Fatalf("error = %v, want ErrNotConsumerAdvisory", err)
 			}
 		})
+	}
+}
+
+func TestParseRemoveSubscriptionInfo(t *testing.T) {
+	topicHeader := func(dest string) *frame.Header {
+		h := advisoryHeader("0")
+		h.Set("destination", dest)
+		return h
+	}
+	tests := []struct {
+		name string
+		h    *frame.Header
+		body string
+		want Consumer
+	}{
+		{
+			name: "the misspelt field of ActiveMQ 5.x, with the topic from the header",
+			h:    topicHeader("/topic/ActiveMQ.Advisory.Consumer.Topic.prices.eu"),
+			body: sampleRemoveSubscriptionInfo,
+			want: Consumer{SubscriptionName: "s1", ClientID: "c1", Destination: destination.Destination{Kind: destination.Topic, Name: "prices.eu"}},
+		},
+		{
+			name: "the correct spelling",
+			h:    topicHeader("/topic/ActiveMQ.Advisory.Consumer.Topic.T"),
+			body: `{"RemoveSubscriptionInfo":{"commandId":5,"connectionId":{"value":"ID:vm-1"},"subscriptionName":"s2"}}`,
+			want: Consumer{SubscriptionName: "s2", Destination: destination.Destination{Kind: destination.Topic, Name: "T"}},
+		},
+		{
+			name: "the correct spelling wins when both are present",
+			h:    nil,
+			body: `{"RemoveSubscriptionInfo":{"subscriptionName":"right","subcriptionName":"wrong","clientId":"c"}}`,
+			want: Consumer{SubscriptionName: "right", ClientID: "c"},
+		},
+		{
+			name: "no destination header leaves the destination unknown",
+			h:    frame.NewHeader("consumerCount", "0"),
+			body: sampleRemoveSubscriptionInfo,
+			want: Consumer{SubscriptionName: "s1", ClientID: "c1"},
+		},
+		{
+			name: "a queue advisory topic",
+			h:    topicHeader("/topic/ActiveMQ.Advisory.Consumer.Queue.Q"),
+			body: sampleRemoveSubscriptionInfo,
+			want: Consumer{SubscriptionName: "s1", ClientID: "c1", Destination: destination.Destination{Kind: destination.Queue, Name: "Q"}},
+		},
+		{
+			name: "an unrelated destination header",
+			h:    topicHeader("/topic/Other"),
+			body: sampleRemoveSubscriptionInfo,
+			want: Consumer{SubscriptionName: "s1", ClientID: "c1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := ParseActiveMQ(tt.h, []byte(tt.body))
+			if err != nil {
+				t.Fatalf("ParseActiveMQ: %v", err)
+			}
+			if ev.Kind != DurableRemoved || !reflect.DeepEqual(ev.Consumer, tt.want) {
+				t.Fatalf("ParseActiveMQ = %v %+v, want %+v", ev.Kind, ev.Consumer, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{
+		`{"RemoveSubscriptionInfo":{"clientId":"c"}}`,
+		`{"RemoveSubscriptionInfo":{"subcriptionName":""}}`,
+		`{"RemoveSubscriptionInfo":{"subcriptionName":{}}}`,
+		`{"RemoveSubscriptionInfo":[]}`,
+	} {
+		if _, err := ParseActiveMQ(nil, []byte(bad)); err == nil || errors.Is(err, ErrNotConsumerAdvisory) {
+			t.Errorf("ParseActiveMQ(%s) = %v, want a parse error", bad, err)
+		}
 	}
 }
 
@@ -385,7 +468,7 @@ func TestTrim(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{ConsumerAdded: "added", ConsumerRemoved: "removed", 0: "Kind(0)"} {
+	for k, want := range map[Kind]string{ConsumerAdded: "added", ConsumerRemoved: "removed", DurableRemoved: "durable-removed", 0: "Kind(0)"} {
 		if got := k.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", uint8(k), got, want)
 		}
@@ -401,15 +484,25 @@ func FuzzParseActiveMQ(f *testing.F) {
 		"", "{}", "null", `{"ConsumerInfo":{}}`, `{"RemoveInfo":{"objectId":{}}}`,
 		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
 			jsonString(Selector("a = 1", "R", 1, Tag{Path: []string{"X"}, Origin: "o"})) + `}}`,
+		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
+			jsonString(ReplaySelector("a = 1", "R", Tag{Path: []string{"R"}, Origin: "replay"})) + `}}`,
+		`{"RemoveSubscriptionInfo":{"subscriptionName":"s","clientId":"c"}}`,
 	} {
 		f.Add([]byte(s), "3")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, count string) {
-		h := frame.NewHeader("consumerCount", count, "originBrokerId", "B")
+		h := frame.NewHeader("consumerCount", count, "originBrokerId", "B", "destination", "/topic/ActiveMQ.Advisory.Consumer.Topic."+count)
 		ev, err := ParseActiveMQ(h, body)
 		if err != nil {
 			if !reflect.DeepEqual(ev, Event{}) {
 				t.Fatalf("error %v with non-zero event %+v", err, ev)
+			}
+			return
+		}
+		if ev.Kind == DurableRemoved {
+			c := ev.Consumer
+			if c.SubscriptionName == "" || c.ID != "" || c.Destination.Kind.Valid() && (c.Destination.Kind != destination.Topic || c.Destination.Name != count) {
+				t.Fatalf("accepted RemoveSubscriptionInfo as %+v", c)
 			}
 			return
 		}
@@ -421,8 +514,8 @@ func FuzzParseActiveMQ(f *testing.F) {
 			if !ev.Consumer.Destination.Kind.Valid() || ev.Consumer.Destination.Name == "" {
 				t.Fatalf("accepted ConsumerInfo with bad destination: %+v", ev)
 			}
-			if ev.Consumer.Origin != "" && !ev.Consumer.Bridge {
-				t.Fatalf("origin without a brokernet tag: %+v", ev.Consumer)
+			if ev.Consumer.Origin != "" && !ev.Consumer.Bridge || ev.Consumer.Replay && !ev.Consumer.Bridge {
+				t.Fatalf("tag fields without a brokernet tag: %+v", ev.Consumer)
 			}
 		case ConsumerRemoved:
 			if !reflect.DeepEqual(ev.Consumer, Consumer{ID: ev.Consumer.ID}) {

@@ -18,6 +18,12 @@ import (
 //
 // (on one line). The last clause is always true; its only purpose is to carry
 // the tag literal, for example 'v1;path=A,B;origin=ID:x'.
+//
+// A replay subscription (see ReplaySelector) inverts the hop filter: it
+// takes only the messages that already visited the remote broker, the ones
+// the filter above withholds, and its tag ends in ";replay":
+//
+//	(<user>) AND BrokernetPath LIKE '%|<id>|%' ESCAPE '\' AND 'brokernet' <> '<tag>'
 
 // Headers that brokernet sets on every message it forwards.
 const (
@@ -36,13 +42,16 @@ const ConvertStringPrefix = "convert_string_expressions:"
 
 // Fixed pieces of the generated selector.
 const (
-	pathClauseStart = "(BrokernetPath IS NULL OR BrokernetPath NOT LIKE '"
-	pathClauseEnd   = `' ESCAPE '\')`
-	hopsClauseStart = " AND (BrokernetHops IS NULL OR BrokernetHops < "
-	tagClauseStart  = " AND 'brokernet' <> '"
-	tagVersion      = "v1"
-	tagPathField    = ";path="
-	tagOriginField  = ";origin="
+	pathClauseStart   = "(BrokernetPath IS NULL OR BrokernetPath NOT LIKE '"
+	pathClauseEnd     = `' ESCAPE '\')`
+	hopsClauseStart   = " AND (BrokernetHops IS NULL OR BrokernetHops < "
+	tagClauseStart    = " AND 'brokernet' <> '"
+	replayClauseStart = "BrokernetPath LIKE '"
+	replayClauseEnd   = `' ESCAPE '\'`
+	tagVersion        = "v1"
+	tagPathField      = ";path="
+	tagOriginField    = ";origin="
+	tagReplayField    = ";replay"
 )
 
 // Tag is the demand metadata a brokernet demand subscription carries in its
@@ -53,8 +62,16 @@ type Tag struct {
 	// consumer's broker first. It is never empty for a demand subscription;
 	// an empty Path is encoded by omitting it and decodes as nil.
 	Path []string
-	// Origin is the id of the original consumer.
+	// Origin identifies what the demand is for, the same on every route
+	// to it: the id of the original consumer, or a name for a group of
+	// consumers (a conduit subscription's origin names the broker and
+	// destination of the consumers it serves; static includes use
+	// "static"). Together with Path[0], the broker where it lives, it tells
+	// duplicate routes apart from distinct demand.
 	Origin string
+	// Replay marks a replay subscription (see ReplaySelector). It is not
+	// demand: other bridges must not forward messages for it.
+	Replay bool
 }
 
 // Selector builds the full selector of a demand subscription.
@@ -91,6 +108,34 @@ func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 	return b.String()
 }
 
+// ReplaySelector builds the selector of a replay subscription: the
+// counterpart of ActiveMQ's ConditionalNetworkBridgeFilter with
+// replayWhenNoConsumers (activemq-network.md §2.7).
+//
+// It lets through only messages that already visited the broker visited
+// (their PathHeader lists it) and match the user selector (may be ""): the
+// messages that the hop filter of every Selector for that broker withholds,
+// so a replay subscription and the demand subscriptions of the same bridge
+// never compete for a message. There is no hops clause, because ActiveMQ's
+// replay branch does not apply messageTTL either. The tag is written with
+// Replay set, whatever tag.Replay says. ParseSelector inverts it.
+func ReplaySelector(user string, visited string, tag Tag) string {
+	tag.Replay = true
+	var b strings.Builder
+	if user != "" {
+		b.WriteString("(")
+		b.WriteString(user)
+		b.WriteString(") AND ")
+	}
+	b.WriteString(replayClauseStart)
+	b.WriteString(sqlString(likePattern(visited)))
+	b.WriteString(replayClauseEnd)
+	b.WriteString(tagClauseStart)
+	b.WriteString(sqlString(tag.literal()))
+	b.WriteString("'")
+	return b.String()
+}
+
 // ParseSelector splits a selector seen in an advisory into the user selector
 // and the tag. A leading ConvertStringPrefix is ignored, so the selector may
 // be passed with or without it.
@@ -98,8 +143,9 @@ func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 // It does not trust the user part: it recognises the generated suffix
 // anchored at the end, then checks that Selector rebuilds the input exactly.
 // So ParseSelector(Selector(u, id, n, tag)) returns (u, tag, true) for every
-// u, even one that itself contains brokernet-looking text. When sel is not a
-// brokernet selector, ok is false and user is sel unchanged.
+// u, even one that itself contains brokernet-looking text. It recognises
+// ReplaySelector's form too, returning a tag with Replay set. When sel is
+// not a brokernet selector, ok is false and user is sel unchanged.
 func ParseSelector(sel string) (user string, tag Tag, ok bool) {
 	user, tag, _, _, ok = parseSelector(sel)
 	if !ok {
@@ -109,9 +155,81 @@ func ParseSelector(sel string) (user string, tag Tag, ok bool) {
 }
 
 // parseSelector is ParseSelector that also returns the hop filter's
-// parameters.
+// parameters: the broker id of the path clause (not visited, or visited
+// for a replay selector) and maxHops (-1 when absent).
 func parseSelector(sel string) (user string, tag Tag, notVisited string, maxHops int, ok bool) {
 	s := strings.TrimPrefix(sel, ConvertStringPrefix)
+	if user, tag, notVisited, maxHops, ok = parseHopSelector(s); ok {
+		return user, tag, notVisited, maxHops, true
+	}
+	if user, tag, notVisited, ok = parseReplaySelector(s); ok {
+		return user, tag, notVisited, -1, true
+	}
+	return "", Tag{}, "", 0, false
+}
+
+// cutUserHead splits s at m, where the generated part starts, into the user
+// selector: "" when m is 0, else the text of the leading "(<user>) AND ".
+func cutUserHead(s string, m int) (string, bool) {
+	if m == 0 {
+		return "", true
+	}
+	head := s[:m]
+	if len(head) < len("() AND ") || head[0] != '(' || !strings.HasSuffix(head, ") AND ") {
+		return "", false
+	}
+	return head[1 : len(head)-len(") AND ")], true
+}
+
+// cutTagClause reads the trailing tag clause of a generated selector.
+func cutTagClause(rest string) (Tag, bool) {
+	rest, ok := strings.CutPrefix(rest, tagClauseStart)
+	if !ok {
+		return Tag{}, false
+	}
+	lit, rest, ok := cutSQLString(rest)
+	if !ok || rest != "" {
+		return Tag{}, false
+	}
+	tag, err := parseTagLiteral(lit)
+	if err != nil {
+		return Tag{}, false
+	}
+	return tag, true
+}
+
+// parseReplaySelector inverts ReplaySelector; s has no ConvertStringPrefix.
+func parseReplaySelector(s string) (user string, tag Tag, visited string, ok bool) {
+	// As in parseHopSelector, "'%" occurs in the generated part only where
+	// the LIKE pattern starts, so the last occurrence is the real one.
+	m := strings.LastIndex(s, replayClauseStart+"%|")
+	if m < 0 {
+		return "", Tag{}, "", false
+	}
+	if user, ok = cutUserHead(s, m); !ok {
+		return "", Tag{}, "", false
+	}
+	like, rest, ok := cutSQLString(s[m+len(replayClauseStart):])
+	if !ok {
+		return "", Tag{}, "", false
+	}
+	if visited, ok = unlikePattern(like); !ok {
+		return "", Tag{}, "", false
+	}
+	if rest, ok = strings.CutPrefix(rest, replayClauseEnd[1:]); !ok {
+		return "", Tag{}, "", false
+	}
+	if tag, ok = cutTagClause(rest); !ok || !tag.Replay {
+		return "", Tag{}, "", false
+	}
+	if ReplaySelector(user, visited, tag) != s {
+		return "", Tag{}, "", false
+	}
+	return user, tag, visited, true
+}
+
+// parseHopSelector inverts Selector; s has no ConvertStringPrefix.
+func parseHopSelector(s string) (user string, tag Tag, notVisited string, maxHops int, ok bool) {
 	// The LIKE pattern always starts with "%|". The sequence "'%" cannot occur
 	// later in a generated selector: '%' in ids is escaped as "\%" and the tag
 	// literal holds no quote, so the last occurrence is the real one.
@@ -119,12 +237,8 @@ func parseSelector(sel string) (user string, tag Tag, notVisited string, maxHops
 	if m < 0 {
 		return "", Tag{}, "", 0, false
 	}
-	if m > 0 {
-		head := s[:m]
-		if len(head) < len("() AND ") || head[0] != '(' || !strings.HasSuffix(head, ") AND ") {
-			return "", Tag{}, "", 0, false
-		}
-		user = head[1 : len(head)-len(") AND ")]
+	if user, ok = cutUserHead(s, m); !ok {
+		return "", Tag{}, "", 0, false
 	}
 	rest := s[m+len(pathClauseStart):]
 	like, rest, ok := cutSQLString(rest)
@@ -151,16 +265,7 @@ func parseSelector(sel string) (user string, tag Tag, notVisited string, maxHops
 		}
 		maxHops, rest = n, after
 	}
-	rest, ok = strings.CutPrefix(rest, tagClauseStart)
-	if !ok {
-		return "", Tag{}, "", 0, false
-	}
-	lit, rest, ok := cutSQLString(rest)
-	if !ok || rest != "" {
-		return "", Tag{}, "", 0, false
-	}
-	tag, err := parseTagLiteral(lit)
-	if err != nil {
+	if tag, ok = cutTagClause(rest); !ok {
 		return "", Tag{}, "", 0, false
 	}
 	if Selector(user, notVisited, maxHops, tag) != s {
@@ -244,8 +349,9 @@ func unlikePattern(p string) (string, bool) {
 }
 
 // literal renders the tag as "v1;path=A,B;origin=ID" with the fields
-// percent-escaped (see escapeTagField). The path field is omitted when the
-// path is empty, so that a path holding one empty id stays distinct.
+// percent-escaped (see tagNeedsEscape), followed by ";replay" for a replay
+// subscription. The path field is omitted when the path is empty, so that a
+// path holding one empty id stays distinct.
 func (t Tag) literal() string {
 	var b strings.Builder
 	b.WriteString(tagVersion)
@@ -260,6 +366,9 @@ func (t Tag) literal() string {
 	}
 	b.WriteString(tagOriginField)
 	escapeBytes(&b, t.Origin, tagNeedsEscape)
+	if t.Replay {
+		b.WriteString(tagReplayField)
+	}
 	return b.String()
 }
 
@@ -291,6 +400,8 @@ func parseTagLiteral(s string) (Tag, error) {
 	if !ok {
 		return Tag{}, errBadTag
 	}
+	// The origin escapes ';', so a trailing ";replay" is always the flag.
+	origin, t.Replay = strings.CutSuffix(origin, tagReplayField)
 	var err error
 	if t.Origin, err = decodePercent(origin); err != nil {
 		return Tag{}, err

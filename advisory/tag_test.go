@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,69 @@ func TestSelectorShape(t *testing.T) {
 	}
 }
 
+func TestReplaySelectorShape(t *testing.T) {
+	tests := []struct {
+		name, user, id string
+		tag            Tag
+		want           string
+	}{
+		{
+			name: "user selector",
+			user: "color = 'red'", id: "B",
+			tag:  Tag{Path: []string{"B"}, Origin: "replay"},
+			want: `(color = 'red') AND BrokernetPath LIKE '%|B|%' ESCAPE '\' AND 'brokernet' <> 'v1;path=B;origin=replay;replay'`,
+		},
+		{
+			name: "no user selector; Replay is set whatever the tag says",
+			id:   "ID:h-1:2",
+			tag:  Tag{Path: []string{"ID:h-1:2"}, Origin: "o", Replay: true},
+			want: `BrokernetPath LIKE '%|ID:h-1:2|%' ESCAPE '\' AND 'brokernet' <> 'v1;path=ID:h-1:2;origin=o;replay'`,
+		},
+		{
+			name: "LIKE metacharacters and quotes are escaped as in the hop filter",
+			id:   `a%b_c\d'e`,
+			tag:  Tag{Origin: "o;replay"},
+			want: `BrokernetPath LIKE '%|a\%25b\_c\\d''e|%' ESCAPE '\' AND 'brokernet' <> 'v1;origin=o%3Breplay;replay'`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ReplaySelector(tt.user, tt.id, tt.tag)
+			if got != tt.want {
+				t.Fatalf("ReplaySelector =\n%s\nwant\n%s", got, tt.want)
+			}
+			wantTag := tt.tag
+			wantTag.Replay = true
+			user, tag, id, hops, ok := parseSelector(ConvertStringPrefix + got)
+			if !ok || user != tt.user || id != tt.id || hops != -1 || !reflect.DeepEqual(tag, wantTag) {
+				t.Fatalf("parseSelector = %q, %+v, %q, %d, %v", user, tag, id, hops, ok)
+			}
+		})
+	}
+	// A hop-filter selector may carry a replay tag too, and says so.
+	sel := Selector("", "B", 1, Tag{Path: []string{"B"}, Origin: "o", Replay: true})
+	if _, tag, ok := ParseSelector(sel); !ok || !tag.Replay {
+		t.Fatalf("ParseSelector(%q) = %+v, %v", sel, tag, ok)
+	}
+}
+
+// TestReplayFilterComplementsHopFilter checks, with a LIKE evaluator, that
+// a replay subscription takes exactly the messages (with a path header)
+// that the hop filter for the same broker withholds.
+func TestReplayFilterComplementsHopFilter(t *testing.T) {
+	for _, id := range []string{"B", "ID:h-1:1", "a%b", "a_b", "a|b"} {
+		pattern := likePattern(id)
+		for _, path := range [][]string{{"A"}, {id}, {"A", id}, {id, "C"}, {"A", "B", "C"}, {"a%b|"}} {
+			v := FormatPath(path)
+			replayTakes := likeMatch(pattern, v)  // BrokernetPath LIKE p
+			demandTakes := !likeMatch(pattern, v) // BrokernetPath NOT LIKE p
+			if replayTakes == demandTakes || replayTakes != slices.Contains(path, id) {
+				t.Errorf("id %q, path %q: replay %v, demand %v", id, v, replayTakes, demandTakes)
+			}
+		}
+	}
+}
+
 func TestParseSelectorRoundTripsHostileUserSelectors(t *testing.T) {
 	tag := Tag{Path: []string{"B"}, Origin: "ID:c:1:1"}
 	users := []string{
@@ -120,11 +184,17 @@ func TestParseSelectorRoundTripsHostileUserSelectors(t *testing.T) {
 				}
 			}
 		}
+		replayTag := Tag{Path: tag.Path, Origin: tag.Origin, Replay: true}
+		sel := ReplaySelector(u, "B", tag)
+		if gotUser, gotTag, ok := ParseSelector(sel); !ok || gotUser != u || !reflect.DeepEqual(gotTag, replayTag) {
+			t.Errorf("ParseSelector(%q) = %q, %+v, %v; want %q", sel, gotUser, gotTag, ok, u)
+		}
 	}
 }
 
 func TestParseSelectorRejects(t *testing.T) {
 	good := Selector("a = 1", "B", 1, Tag{Path: []string{"B"}, Origin: "o"})
+	replay := ReplaySelector("a = 1", "B", Tag{Path: []string{"B"}, Origin: "o"})
 	tests := []struct{ name, sel string }{
 		{"empty", ""},
 		{"a plain selector", "color = 'red'"},
@@ -145,6 +215,11 @@ func TestParseSelectorRejects(t *testing.T) {
 		{"unterminated tag", strings.TrimSuffix(good, "'")},
 		{"missing origin", strings.Replace(good, ";origin=o", "", 1)},
 		{"path without origin", strings.Replace(good, ";origin=o", ";other=o", 1)},
+		{"a replay selector without the replay flag", strings.Replace(replay, ";replay'", "'", 1)},
+		{"a replay selector with a hops clause", strings.Replace(replay, `ESCAPE '\'`, `ESCAPE '\' AND (BrokernetHops IS NULL OR BrokernetHops < 1)`, 1)},
+		{"a replay selector without ESCAPE", strings.Replace(replay, ` ESCAPE '\'`, "", 1)},
+		{"a replay selector with unbalanced user parentheses", strings.Replace(replay, "(a = 1) AND ", "a = 1) AND ", 1)},
+		{"an unknown tag field after replay", strings.Replace(replay, ";replay'", ";replay;x'", 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,12 +344,23 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 	f.Add("", "ID:h-1:1", -1, "", "")
 	f.Add("x = 'y' AND 'brokernet' <> 'v1;origin=z'", "a%_\\'|", 0, "a;b,c=d", "o'%")
 	f.Add(Selector("q", "B", 2, Tag{Path: []string{"B"}, Origin: "o"}), "B", 2, "B", "o")
+	f.Add(ReplaySelector("q", "B", Tag{Path: []string{"B"}, Origin: "o"}), "B", 3, "B", "o;replay")
 	f.Fuzz(func(t *testing.T, user, id string, maxHops int, path, origin string) {
 		var tag Tag
 		if path != "" {
 			tag.Path = strings.Split(path, "\x00")
 		}
 		tag.Origin = origin
+		tag.Replay = maxHops%3 == 0
+		replay := ReplaySelector(user, id, tag)
+		replayTag := tag
+		replayTag.Replay = true
+		if gotUser, gotTag, ok := ParseSelector(replay); !ok || gotUser != user || !reflect.DeepEqual(gotTag, replayTag) {
+			t.Fatalf("ParseSelector(ReplaySelector(%q, %q, %+v)) = %q, %+v, %v", user, id, tag, gotUser, gotTag, ok)
+		}
+		if _, _, gotID, gotHops, _ := parseSelector(replay); gotID != id || gotHops != -1 {
+			t.Fatalf("replay filter parsed as %q, %d; want %q, -1", gotID, gotHops, id)
+		}
 		sel := Selector(user, id, maxHops, tag)
 		gotUser, gotTag, ok := ParseSelector(sel)
 		if !ok || gotUser != user || !reflect.DeepEqual(gotTag, tag) {
@@ -290,7 +376,11 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 		// Arbitrary input: no panic, and ok only for canonical selectors.
 		if u, tg, ok := ParseSelector(user); ok {
 			_, _, id2, hops2, _ := parseSelector(user)
-			if Selector(u, id2, hops2, tg) != strings.TrimPrefix(user, ConvertStringPrefix) {
+			rebuilt := Selector(u, id2, hops2, tg)
+			if tg.Replay && rebuilt != strings.TrimPrefix(user, ConvertStringPrefix) {
+				rebuilt = ReplaySelector(u, id2, tg)
+			}
+			if rebuilt != strings.TrimPrefix(user, ConvertStringPrefix) {
 				t.Fatalf("ParseSelector accepted non-canonical %q", user)
 			}
 		} else if u != user {

@@ -43,6 +43,10 @@ type Config struct {
 	// MaxCommits is the most transaction commits awaiting their receipt. Default 2:
 	// while one commit is being stored the next batch fills, so batches grow with load.
 	MaxCommits int
+	// ReplayDelay is how long a queue must have had no local consumer, while a
+	// remote broker has demand for it, before the messages that came from there are
+	// replayed back (Demand.ReplayWhenNoConsumers; ActiveMQ's replayDelay).
+	ReplayDelay time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// Log receives one line per state change.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -30,7 +32,22 @@ type session struct {
 	remoteID      string
 	table         *demand.Table
 
-	subs map[string]*demandSub // by STOMP subscription id
+	// durable is the local connection that holds durable demand subscriptions. It
+	// is dialed when the first one is needed: durable subscriptions need a stable
+	// client-id, and ActiveMQ then reports that client-id instead of the
+	// connection id in the CONNECTED session header, which the main local
+	// connection needs to recognise its own consumers in local advisories.
+	durable   *stomp.Conn
+	durableIn <-chan *frame.Frame
+	// waitingDurable holds durable subscriptions to make once the live
+	// subscription with the same name is gone: ActiveMQ refuses a second one.
+	waitingDurable map[string]demand.Subscription
+
+	subs     map[string]*demandSub // by STOMP subscription id
+	overlaps map[string]*overlap   // by subscription id, while a topic subscription is replaced
+
+	replayDue *notifier // replay subscriptions whose delay has passed
+	timers    []*time.Timer
 
 	open       *txn          // transaction being filled, nil if none
 	committing int           // commits awaiting their receipt
@@ -47,10 +64,23 @@ type session struct {
 
 // demandSub is a demand subscription open on the local broker.
 type demandSub struct {
-	sub      demand.Subscription
-	active   bool // the broker confirmed the SUBSCRIBE
-	removing bool // UNSUBSCRIBE is due once inFlight reaches zero
-	inFlight int  // forwarded, not yet confirmed
+	sub  demand.Subscription
+	conn *stomp.Conn // the local connection it lives on
+	// individual subscriptions are acknowledged message by message (ack mode
+	// client-individual) instead of cumulatively.
+	individual bool
+	active     bool // the broker confirmed the SUBSCRIBE
+	removing   bool // UNSUBSCRIBE is due once inFlight reaches zero
+	unsub      demand.Change
+	inFlight   int // forwarded, not yet confirmed
+}
+
+// overlap de-duplicates a topic while its demand subscription is replaced by one
+// with another selector: both receive the messages published meanwhile, and each
+// message id is forwarded once.
+type overlap struct {
+	ids  []string
+	seen map[string]struct{}
 }
 
 // txn is one transaction on the remote broker. Its parts record, per demand
@@ -65,8 +95,9 @@ type txn struct {
 
 type txPart struct {
 	sub     *demandSub
-	n       int
-	lastAck ackRef // the last message's ack reference
+	n       int      // messages forwarded in this transaction (0 for acknowledgements only)
+	lastAck ackRef   // the last message's ack reference
+	acks    []ackRef // every message's, for individual subscriptions
 }
 
 // ackRef is what an ACK needs of a MESSAGE: its STOMP 1.2 "ack" header, or for
@@ -99,16 +130,21 @@ type txResult struct {
 const (
 	advisorySubQueue = "bn-adv-queue"
 	advisorySubTopic = "bn-adv-topic"
+	localAdvQueue    = "bn-ladv-queue"
+	localAdvTopic    = "bn-ladv-topic"
 	identitySub      = "bn-identity"
 )
 
 func newSession(b *Bridge) *session {
 	return &session{
-		b:       b,
-		cfg:     &b.cfg,
-		subs:    make(map[string]*demandSub),
-		commits: make(chan txResult, 64),
-		ready:   newNotifier(),
+		b:              b,
+		cfg:            &b.cfg,
+		subs:           make(map[string]*demandSub),
+		overlaps:       make(map[string]*overlap),
+		waitingDurable: make(map[string]demand.Subscription),
+		commits:        make(chan txResult, 64),
+		ready:          newNotifier(),
+		replayDue:      newNotifier(),
 	}
 }
 
@@ -154,6 +190,29 @@ func (s *session) run(ctx context.Context) error {
 			return fmt.Errorf("remote broker: %w", err)
 		}
 	}
+	// Our own broker's consumers matter for duplicate-route suppression (which
+	// routes other bridges hold there) and for replay (whether local consumers exist).
+	o := s.cfg.Demand
+	if o.SuppressQueues || o.SuppressTopics || o.ReplayWhenNoConsumers {
+		for id, topic := range map[string]string{localAdvQueue: advisory.Topics()[0], localAdvTopic: advisory.Topics()[1]} {
+			if err := s.local.Subscribe(ctx, id, topic, "auto",
+				advisory.TransformationHeader, advisory.TransformationJSON); err != nil {
+				s.localFailed = true
+				return fmt.Errorf("local broker: %w", err)
+			}
+		}
+	}
+	defer func() {
+		for _, t := range s.timers {
+			t.Stop()
+		}
+		if s.durable != nil {
+			s.durable.Abort()
+		}
+	}()
+	if err := s.apply(ctx, s.table.Start()); err != nil {
+		return err
+	}
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
 	s.b.setUp(true, s.localID, s.remoteID)
@@ -190,9 +249,9 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		if draining && s.inFlight == 0 {
 			return s.closeGracefully(wctx)
 		}
-		var in <-chan *frame.Frame
+		var in, durIn <-chan *frame.Frame
 		if !draining && s.inFlight < s.cfg.Window {
-			in = localIn
+			in, durIn = localIn, s.durableIn
 		}
 		var cancelled <-chan struct{}
 		if !draining {
@@ -219,8 +278,27 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			if err := s.onLocalMessage(wctx, f); err != nil {
 				return err
 			}
-			if err := s.maybeCommit(wctx, len(localIn) == 0); err != nil {
+			if err := s.maybeCommit(wctx, len(localIn) == 0 && len(s.durableIn) == 0); err != nil {
 				return err
+			}
+		case f, ok := <-durIn:
+			if !ok {
+				s.localFailed = true
+				return fmt.Errorf("local broker (durable subscriptions): %w", s.durable.Err())
+			}
+			if err := s.onLocalMessage(wctx, f); err != nil {
+				return err
+			}
+			if err := s.maybeCommit(wctx, len(s.durableIn) == 0 && len(localIn) == 0); err != nil {
+				return err
+			}
+		case <-s.replayDue.signal:
+			for _, id := range s.replayDue.take() {
+				if sub, ok := s.table.Lookup(id); ok && sub.Replay {
+					if err := s.subscribe(wctx, sub); err != nil {
+						return err
+					}
+				}
 			}
 		case f, ok := <-remoteIn:
 			if !ok {
@@ -262,7 +340,11 @@ func (s *session) closeGracefully(ctx context.Context) error {
 	defer cancel()
 	errL := s.local.Close(ctx)
 	errR := s.remote.Close(ctx)
-	return errors.Join(errL, errR)
+	var errD error
+	if s.durable != nil {
+		errD = s.durable.Close(ctx)
+	}
+	return errors.Join(errL, errR, errD)
 }
 
 // onAdvisory applies one consumer advisory to the demand table and the broker.
@@ -284,14 +366,53 @@ func (s *session) onAdvisory(ctx context.Context, f *frame.Frame) error {
 	s.b.stats.Advisories.Add(1)
 	changes, decision := s.table.Apply(ev)
 	s.b.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
+	return s.apply(ctx, changes)
+}
+
+// onLocalAdvisory feeds a consumer advisory of the local broker to the table,
+// unless it is about one of our own subscriptions.
+func (s *session) onLocalAdvisory(ctx context.Context, f *frame.Frame) error {
+	ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
+	if errors.Is(err, advisory.ErrNotConsumerAdvisory) {
+		return nil
+	}
+	if err != nil {
+		s.b.stats.BadAdvisories.Add(1)
+		s.b.log.Warn().Err(err).Str("body", advisory.Trim(f.Body, 300)).Msg("skipping malformed local advisory")
+		return nil
+	}
+	// Our own consumers on the main connection are recognised by its connection id.
+	// Those on the durable connection are not (ActiveMQ reports the client-id as its
+	// session); feeding them to the table is harmless: they rank equal to ours.
+	if strings.HasPrefix(ev.Consumer.ID, s.local.Session()+":") {
+		return nil
+	}
+	changes, decision := s.table.ApplyLocal(ev)
+	s.b.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("local advisory")
+	return s.apply(ctx, changes)
+}
+
+// apply carries out the table's changes on the local broker, in order.
+func (s *session) apply(ctx context.Context, changes []demand.Change) error {
 	for _, ch := range changes {
 		switch ch.Kind {
 		case demand.Subscribe:
+			if ch.Sub.Replay && s.cfg.ReplayDelay > 0 {
+				// Replay only what has waited: the subscription starts after the delay,
+				// if the table still wants it then.
+				id := ch.Sub.ID
+				s.timers = append(s.timers, time.AfterFunc(s.cfg.ReplayDelay, func() { s.replayDue.add(id) }))
+				continue
+			}
 			if err := s.subscribe(ctx, ch.Sub); err != nil {
 				return err
 			}
+			if ch.Replaces != "" && ch.Sub.Destination.Kind == destination.Topic {
+				ov := &overlap{ids: []string{ch.Replaces, ch.Sub.ID}, seen: make(map[string]struct{})}
+				s.overlaps[ch.Replaces], s.overlaps[ch.Sub.ID] = ov, ov
+			}
 		case demand.Unsubscribe:
-			if err := s.unsubscribe(ctx, ch.Sub.ID); err != nil {
+			if err := s.unsubscribe(ctx, ch); err != nil {
 				return err
 			}
 		}
@@ -309,34 +430,110 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 	if sub.Selector != "" {
 		f.Header.Add("selector", sub.Selector)
 	}
+	conn := s.local
+	if sub.DurableName != "" {
+		for _, ds := range s.subs {
+			if ds.sub.DurableName == sub.DurableName {
+				// Still being retired: subscribe right after its UNSUBSCRIBE.
+				s.waitingDurable[sub.DurableName] = sub
+				return nil
+			}
+		}
+		var err error
+		if conn, err = s.durableConn(ctx); err != nil {
+			return err
+		}
+		f.Header.Add("activemq.subscriptionName", sub.DurableName)
+	}
+	if sub.Static && strings.ContainsAny(sub.Destination.Name, "*>") {
+		// A wildcard subscription may deliver destinations that must not be
+		// forwarded; those stay unacknowledged, so acks must be individual.
+		f.Header.Set(frame.Ack, "client-individual")
+	}
 	// The receipt is not waited for here: that would stop this loop from draining
 	// the local deliveries the receipt may queue behind. It marks the subscription
 	// active when it arrives. A refused SUBSCRIBE comes back as an ERROR frame,
 	// which ends the session.
 	id := sub.ID
-	if err := s.local.WriteReceipt(ctx, f, func(err error) {
+	if err := conn.WriteReceipt(ctx, f, func(err error) {
 		if err == nil {
 			s.ready.add(id)
 		}
 	}); err != nil {
 		return fmt.Errorf("local broker: %w", err)
 	}
-	s.subs[sub.ID] = &demandSub{sub: sub}
+	s.subs[sub.ID] = &demandSub{sub: sub, conn: conn, individual: f.Header.Get(frame.Ack) == "client-individual"}
 	s.updateSubStats()
-	s.b.log.Info().Str("destination", sub.Destination.String()).Str("sub", sub.ID).
-		Int("priority", sub.Priority).Strs("consumers", sub.Consumers).Msg("demand added")
+	ev := s.b.log.Info().Str("destination", sub.Destination.String()).Str("sub", sub.ID).
+		Int("priority", sub.Priority).Strs("consumers", sub.Consumers)
+	if sub.UserSelector != "" {
+		ev = ev.Str("selector", sub.UserSelector)
+	}
+	if sub.DurableName != "" {
+		ev = ev.Str("durable", sub.DurableName)
+	}
+	if sub.Replay {
+		ev.Msg("replay subscription added")
+	} else {
+		ev.Msg("demand added")
+	}
 	return nil
+}
+
+// durableConn returns the local connection for durable subscriptions, dialing it
+// with a client-id that is the same after every restart of this bridge, so that
+// the broker hands back each durable subscription and what it retained.
+func (s *session) durableConn(ctx context.Context) (*stomp.Conn, error) {
+	if s.durable != nil {
+		return s.durable, nil
+	}
+	u := s.local.URI()
+	if u.ClientID == "" {
+		u.ClientID = durableClientID(s.localID, s.remoteID)
+	}
+	c, err := stomp.Dial(ctx, u, stomp.Options{})
+	if err != nil {
+		s.localFailed = true
+		return nil, fmt.Errorf("local broker (durable subscriptions): %w", err)
+	}
+	s.durable, s.durableIn = c, c.Deliveries()
+	return c, nil
+}
+
+// durableClientID is the client-id of the durable connection: ActiveMQ accepts
+// [A-Za-z0-9._:-]; anything else becomes '_'.
+func durableClientID(localID, remoteID string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_', r == ':':
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return "brokernet_" + clean(localID) + "_to_" + clean(remoteID)
 }
 
 // unsubscribe removes a demand subscription once its in-flight messages are
 // confirmed; until then its new deliveries are dropped unacknowledged, and the
 // broker redelivers them elsewhere after the UNSUBSCRIBE.
-func (s *session) unsubscribe(ctx context.Context, id string) error {
-	ds, ok := s.subs[id]
+func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
+	if w, ok := s.waitingDurable[ch.Sub.DurableName]; ok && w.ID == ch.Sub.ID {
+		// Never made: it was waiting for its predecessor to go.
+		delete(s.waitingDurable, ch.Sub.DurableName)
+		return nil
+	}
+	ds, ok := s.subs[ch.Sub.ID]
 	if !ok {
+		if ch.DestroyDurable && ch.Sub.DurableName != "" {
+			// Deactivated earlier (KeepDurable): only the durable remains to destroy.
+			return s.destroyDurable(ctx, ch.Sub)
+		}
 		return nil
 	}
 	ds.removing = true
+	ds.unsub = ch
 	if ds.inFlight > 0 {
 		return nil
 	}
@@ -345,43 +542,116 @@ func (s *session) unsubscribe(ctx context.Context, id string) error {
 
 func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
 	delete(s.subs, ds.sub.ID)
+	if ov, ok := s.overlaps[ds.sub.ID]; ok {
+		for _, id := range ov.ids {
+			delete(s.overlaps, id)
+		}
+	}
 	s.updateSubStats()
-	if err := s.local.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, ds.sub.ID)); err != nil {
+	if err := ds.conn.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, ds.sub.ID)); err != nil {
 		return fmt.Errorf("local broker: %w", err)
 	}
-	s.b.log.Info().Str("destination", ds.sub.Destination.String()).Str("sub", ds.sub.ID).Msg("demand removed")
+	msg := "demand removed"
+	if ds.sub.Replay {
+		msg = "replay subscription removed"
+	}
+	s.b.log.Info().Str("destination", ds.sub.Destination.String()).Str("sub", ds.sub.ID).Msg(msg)
+	if ds.unsub.DestroyDurable && ds.sub.DurableName != "" {
+		if err := s.destroyDurable(ctx, ds.sub); err != nil {
+			return err
+		}
+	}
+	if next, ok := s.waitingDurable[ds.sub.DurableName]; ok && ds.sub.DurableName != "" {
+		delete(s.waitingDurable, ds.sub.DurableName)
+		return s.subscribe(ctx, next)
+	}
+	return nil
+}
+
+// destroyDurable removes a durable demand subscription from the local broker
+// (ActiveMQ: UNSUBSCRIBE carrying activemq.subscriptionName).
+func (s *session) destroyDurable(ctx context.Context, sub demand.Subscription) error {
+	conn, err := s.durableConn(ctx)
+	if err != nil {
+		return err
+	}
+	if err := conn.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, sub.ID,
+		"activemq.subscriptionName", sub.DurableName)); err != nil {
+		return fmt.Errorf("local broker: %w", err)
+	}
+	s.b.log.Info().Str("destination", sub.Destination.String()).Str("durable", sub.DurableName).Msg("durable demand destroyed")
 	return nil
 }
 
 // onLocalMessage forwards one message received on a demand subscription.
 func (s *session) onLocalMessage(ctx context.Context, f *frame.Frame) error {
-	ds, ok := s.subs[f.Header.Get(frame.Subscription)]
+	subID := f.Header.Get(frame.Subscription)
+	if subID == localAdvQueue || subID == localAdvTopic {
+		return s.onLocalAdvisory(ctx, f)
+	}
+	ds, ok := s.subs[subID]
 	if !ok || ds.removing {
 		// Not ours any more: the broker takes it back with the UNSUBSCRIBE.
 		return nil
 	}
-	if s.open == nil {
-		s.txSeq++
-		s.open = &txn{id: "bn-tx-" + strconv.FormatUint(s.txSeq, 10)}
-		if err := s.remote.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, s.open.id)); err != nil {
-			return fmt.Errorf("remote broker: %w", err)
+	if ds.individual {
+		// A static wildcard subscription: check the concrete destination, as
+		// ActiveMQ does at forward time. A forbidden message is neither forwarded
+		// nor acknowledged; it stays on the local broker.
+		d, err := destination.FromStomp(f.Header.Get(frame.Destination))
+		if err != nil || !s.table.Permits(d) {
+			return nil
 		}
+	}
+	if err := s.beginIfNeeded(ctx); err != nil {
+		return err
+	}
+	if ov, ok := s.overlaps[subID]; ok {
+		id := f.Header.Get(frame.MessageId)
+		if _, dup := ov.seen[id]; dup {
+			// The other subscription of the pair forwarded it: acknowledge only.
+			s.open.addPart(ds, 0, ackRefOf(f))
+			return nil
+		}
+		ov.seen[id] = struct{}{}
 	}
 	out := forwardFrame(f, s.localID, s.open.id)
 	if err := s.remote.Write(ctx, out); err != nil {
 		return fmt.Errorf("remote broker: %w", err)
 	}
-	tx := s.open
-	tx.n++
-	if n := len(tx.parts); n > 0 && tx.parts[n-1].sub == ds {
-		tx.parts[n-1].n++
-		tx.parts[n-1].lastAck = ackRefOf(f)
-	} else {
-		tx.parts = append(tx.parts, txPart{sub: ds, n: 1, lastAck: ackRefOf(f)})
-	}
+	s.open.addPart(ds, 1, ackRefOf(f))
 	ds.inFlight++
 	s.inFlight++
 	return nil
+}
+
+// beginIfNeeded opens a remote transaction if none is open.
+func (s *session) beginIfNeeded(ctx context.Context) error {
+	if s.open != nil {
+		return nil
+	}
+	s.txSeq++
+	s.open = &txn{id: "bn-tx-" + strconv.FormatUint(s.txSeq, 10)}
+	if err := s.remote.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, s.open.id)); err != nil {
+		return fmt.Errorf("remote broker: %w", err)
+	}
+	return nil
+}
+
+// addPart records n more messages of ds in the transaction, the last being ack.
+func (tx *txn) addPart(ds *demandSub, n int, ack ackRef) {
+	tx.n += n
+	k := len(tx.parts)
+	if k == 0 || tx.parts[k-1].sub != ds {
+		tx.parts = append(tx.parts, txPart{sub: ds})
+		k++
+	}
+	p := &tx.parts[k-1]
+	p.n += n
+	p.lastAck = ack
+	if ds.individual {
+		p.acks = append(p.acks, ack)
+	}
 }
 
 // maybeCommit commits the open transaction when the local side is idle, the batch
@@ -410,9 +680,15 @@ func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 	s.committing--
 	s.inFlight -= tx.n
 	for _, p := range tx.parts {
-		if err := s.local.Write(ctx, p.lastAck.frame()); err != nil {
-			s.localFailed = true
-			return fmt.Errorf("local broker: %w", err)
+		acks := []ackRef{p.lastAck}
+		if p.sub.individual {
+			acks = p.acks
+		}
+		for _, a := range acks {
+			if err := p.sub.conn.Write(ctx, a.frame()); err != nil {
+				s.localFailed = true
+				return fmt.Errorf("local broker: %w", err)
+			}
 		}
 		p.sub.inFlight -= p.n
 		if p.sub.removing && p.sub.inFlight == 0 {

@@ -2,16 +2,22 @@
 // consumers seen on the remote broker.
 //
 // A Table is a pure state machine fed with advisory events. It follows
-// ActiveMQ's DemandForwardingBridgeSupport.serviceRemoteConsumerAdvisory and
-// ConduitBridge (activemq-network.md §2.2, §2.3, §2.5) and performs no I/O:
-// the bridge applies the Changes it returns to the local broker.
+// ActiveMQ's DemandForwardingBridgeSupport.serviceRemoteConsumerAdvisory,
+// ConduitBridge and DurableConduitBridge (activemq-network.md §2.2, §2.3,
+// §2.5), duplicate-route suppression (§2.6) and replayWhenNoConsumers
+// (§2.7), and performs no I/O: the bridge applies the Changes it returns to
+// the local broker.
+//
+// Remote consumer advisories go to Apply, the local broker's advisories about
+// consumers other than the bridge's own to ApplyLocal, and static includes
+// are created by Start. After every call the table reconciles each
+// subscription it wants with the one the local broker holds, so the Changes
+// it returns are always the difference between two consistent states.
 package demand
 
 import (
 	"fmt"
-	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/brokernet/brokernet/advisory"
@@ -35,20 +41,42 @@ type Subscription struct {
 	// Reset; it is not purely numeric ("bn-d1"). The bridge uses it as the
 	// STOMP subscription id.
 	ID string
-	// Destination is the destination to subscribe to.
+	// Destination is the destination to subscribe to. For a static include
+	// it may contain wildcards.
 	Destination destination.Destination
 	// Selector is the full selector built by advisory.Selector: the user
 	// selector, the hop filter for RemoteID and MessageTTL, and the tag with
-	// the consumer's path plus RemoteID and the original consumer's id.
+	// the demand's path plus RemoteID and its origin. A replay
+	// subscription's is built by advisory.ReplaySelector instead.
 	Selector string
-	// UserSelector is the remote consumer's own selector ("" for none).
+	// UserSelector is the user part of Selector: the remote consumer's own
+	// selector, or for a conduit subscription the OR of its consumers'
+	// selectors; "" for none.
 	UserSelector string
 	// Priority is the consumer priority to subscribe with.
 	Priority int
 	// Prefetch is the prefetch to subscribe with.
 	Prefetch int
-	// Consumers lists the remote consumer ids served, sorted.
+	// Consumers lists the remote consumer ids served, sorted. It is empty
+	// for a replay subscription, for a static include that no remote
+	// consumer joined, and for a durable subscription kept while its
+	// consumers are offline.
 	Consumers []string
+	// DurableName is set for a durable topic demand subscription: the
+	// bridge subscribes with activemq.subscriptionName set to it. It is
+	// "bn_" + LocalID + "_" + the topic name, sanitized to [A-Za-z0-9._-] and
+	// bounded in length, followed by "_" and a short hash when the user
+	// selector is not empty, when the subscription serves one remote durable
+	// subscription rather than a conduit of them, or when sanitizing changed
+	// the topic name. It depends on nothing else, so a restarted bridge
+	// finds the durable subscription, and the messages it kept, again.
+	DurableName string
+	// Static is true for a subscription created by Start for a static
+	// include.
+	Static bool
+	// Replay is true for a replay subscription (ReplayWhenNoConsumers): it
+	// takes the queue's messages that already visited the remote broker.
+	Replay bool
 }
 
 // ChangeKind says whether a Change creates or removes a subscription.
@@ -75,7 +103,19 @@ func (k ChangeKind) String() string {
 
 // Change is one action on the local broker. Applying a Table's Changes in
 // order yields exactly its Subscriptions (ignoring their Consumers lists,
-// which change without broker actions when conduit consumers join or leave).
+// which change without broker actions when conduit consumers join or leave)
+// and its InactiveDurables.
+//
+// Within one call's Changes, every Change that subscribes comes before
+// those that only unsubscribe, so that demand moving from one subscription
+// to another never has a gap. A replacement is an adjacent pair: the
+// Subscribe (Replaces) and then the Unsubscribe (ReplacedBy) — except when a
+// durable subscription keeps its DurableName and only its consumer
+// properties (the priority) change: ActiveMQ allows one active subscriber
+// per durable subscription, so the Unsubscribe (ReplacedBy, KeepDurable)
+// comes first and its UNSUBSCRIBE must be complete before the SUBSCRIBE of
+// the same name is sent. The same holds whenever a Subscribe reactivates a
+// DurableName whose deactivation the bridge has not finished.
 type Change struct {
 	// Kind says what to do.
 	Kind ChangeKind
@@ -83,6 +123,32 @@ type Change struct {
 	// change. The Consumers of an Unsubscribe are empty when the last
 	// consumer left, and those still served when it comes from Reset.
 	Sub Subscription
+	// Replaces is set on a Subscribe that replaces the subscription with
+	// this id, because what the demand needs changed (a conduit
+	// subscription's OR of selectors, a consumer's own selector, the
+	// selector of a replay subscription). The Unsubscribe of the old
+	// subscription, with ReplacedBy set, follows (see above for the one
+	// exception). The bridge keeps the old one until its in-flight messages
+	// are confirmed, and drops topic messages that reach it through both
+	// during the overlap. A replaced durable subscription has a new
+	// DurableName and the old one is destroyed (DestroyDurable).
+	Replaces string
+	// ReplacedBy is set on the Unsubscribe of a replaced subscription: the
+	// id of the subscription that took over.
+	ReplacedBy string
+	// KeepDurable is set on the Unsubscribe of a durable subscription whose
+	// remote durable subscribers all went offline (or that Reset
+	// withdraws): the bridge deactivates it (UNSUBSCRIBE without
+	// activemq.subscriptionName), so the local broker keeps its messages. A
+	// later Subscribe with the same DurableName (and a new ID) reactivates
+	// it.
+	KeepDurable bool
+	// DestroyDurable is set on the Unsubscribe of a durable subscription
+	// that must disappear with its messages: the remote durable
+	// subscription was destroyed, DynamicOnly is set, or the durable was
+	// replaced by one with another selector. Sub may be inactive (kept
+	// earlier by KeepDurable): the bridge then only destroys it.
+	DestroyDurable bool
 }
 
 // Action summarises what an event did to the table.
@@ -92,16 +158,23 @@ type Action uint8
 const (
 	// Ignored means the event changed nothing; Decision.Reason says why.
 	Ignored Action = iota + 1
-	// Added means a new subscription was created for the consumer.
+	// Added means a new subscription was created for the consumer (or, for
+	// ApplyLocal, that the local consumer is now tracked).
 	Added
-	// Joined means the consumer was added to an existing conduit
-	// subscription.
+	// Joined means the consumer was added to a subscription that other
+	// consumers share (a conduit or static subscription), possibly
+	// re-issued with a new selector.
 	Joined
-	// Left means the consumer was removed from a conduit subscription that
-	// other consumers keep alive.
+	// Left means the consumer was removed from a subscription that stays
+	// (other consumers keep it alive, or it is static).
 	Left
-	// Removed means the consumer was removed together with its subscription.
+	// Removed means the consumer was removed together with its subscription
+	// (or, for ApplyLocal, that the local consumer is no longer tracked).
 	Removed
+	// Suppressed means the consumer was accepted, but its subscription is
+	// withheld because a better route to the same origin exists
+	// (SuppressQueues, SuppressTopics); Decision.Reason names the route.
+	Suppressed
 )
 
 // String returns the action's name in lower case.
@@ -117,11 +190,13 @@ func (a Action) String() string {
 		return "left"
 	case Removed:
 		return "removed"
+	case Suppressed:
+		return "suppressed"
 	}
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
-// Reasons reported in Decision.Reason for ignored events.
+// Reasons reported in Decision.Reason.
 const (
 	// ReasonBrowser is reported for queue browsers, which never create
 	// demand.
@@ -150,16 +225,34 @@ const (
 	// unknown kind, or names an invalid destination; details follow after
 	// ": ".
 	ReasonInvalid = "invalid event"
+	// ReasonReplay is reported for a brokernet replay subscription, which is
+	// not demand.
+	ReasonReplay = "replay subscription"
+	// ReasonUnknownDurable is reported for the destruction of a durable
+	// subscription that no remote durable consumer of the table had.
+	ReasonUnknownDurable = "unknown durable subscription"
+	// ReasonDurableActive is reported for the destruction of a durable
+	// subscription whose consumer is online, which ActiveMQ refuses.
+	ReasonDurableActive = "durable subscription is active"
+	// ReasonNotLocal is reported by ApplyLocal for a durable subscription's
+	// destruction, which says nothing about routes or local consumers.
+	ReasonNotLocal = "not relevant on the local broker"
+	// ReasonSuppressed starts the Reason of a Suppressed decision, and of an
+	// ApplyLocal decision whose foreign route withdrew one of ours; the
+	// better route's path follows, as a PathHeader value ("|A|B|").
+	ReasonSuppressed = "suppressed: better route via "
 )
 
-// Decision explains, for logging, what Apply did with one event.
+// Decision explains, for logging, what Apply or ApplyLocal did with one
+// event.
 type Decision struct {
 	// Action is what happened.
 	Action Action
-	// Reason says why an event was ignored (one of the Reason constants,
-	// possibly with details after ": "); "" otherwise.
+	// Reason says why an event was ignored or suppressed (one of the Reason
+	// constants, possibly with details after ": "); "" otherwise.
 	Reason string
-	// ConsumerID is the remote consumer's id.
+	// ConsumerID is the consumer's id; for a DurableRemoved event,
+	// "durable:" followed by the subscription name.
 	ConsumerID string
 	// SubID is the subscription that now serves the consumer (Added,
 	// Joined), that it left (Left, Removed), or that already serves it
@@ -171,12 +264,18 @@ type Decision struct {
 	Replaced bool
 	// PreviousSubID is the subscription a replaced consumer left.
 	PreviousSubID string
+	// Local is true for a decision of ApplyLocal: the consumer is on the
+	// local broker.
+	Local bool
 }
 
 // String renders the decision for a log line.
 func (d Decision) String() string {
 	var b strings.Builder
 	b.WriteString(d.Action.String())
+	if d.Local {
+		b.WriteString(" local")
+	}
 	b.WriteString(" consumer ")
 	b.WriteString(d.ConsumerID)
 	if d.SubID != "" {
@@ -198,44 +297,36 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// conduitKey identifies the shared subscription of plain consumers.
-type conduitKey struct {
-	dest     destination.Destination
-	selector string
-}
-
-// sub is a live subscription with its consumer set.
-type sub struct {
-	Subscription // Consumers is rebuilt by snapshot
-	consumers    map[string]struct{}
-	shared       bool // registered in Table.conduit under key
-	key          conduitKey
-}
-
-// snapshot returns a copy of s with Consumers filled in, sorted.
-func (s *sub) snapshot() Subscription {
-	out := s.Subscription
-	out.Consumers = slices.Sorted(maps.Keys(s.consumers))
-	return out
-}
-
 // member is an accepted remote consumer.
 type member struct {
-	c     advisory.Consumer
-	subID string
+	c    advisory.Consumer
+	slot *slot       // the demand group or static include serving it
+	rec  *durableRec // its durable subscription, for a durable consumer
 }
 
-// Table holds the demand of one bridge: the accepted remote consumers and the
-// local subscriptions that serve them.
+// Table holds the demand of one bridge: the accepted remote consumers, what
+// the local broker's advisories said about other consumers there, and the
+// local subscriptions that serve the demand.
 //
 // A Table is not safe for concurrent use; the bridge owns it from one
 // goroutine.
 type Table struct {
 	opts      Options
 	seq       uint64
-	consumers map[string]*member  // by remote consumer id; accepted consumers only
-	subs      map[string]*sub     // by Subscription.ID
-	conduit   map[conduitKey]*sub // shared subscriptions of plain consumers
+	consumers map[string]*member // accepted remote consumers by id
+	slots     map[slotKey]*slot
+	byDest    map[destination.Destination]map[slotKey]*slot
+	subs      map[string]*slot // slots by the ID of their live subscription
+	durables  map[durableKey]*durableRec
+	own       map[routeKey]map[slotKey]*slot // our suppression candidates
+	started   bool                           // Start was called since New or Reset
+	dirty     map[destination.Destination]struct{}
+
+	// What ApplyLocal learnt about the local broker.
+	local   map[string]*localConsumer
+	foreign map[routeKey]map[string]*localConsumer // other bridges' demand
+	plain   map[destination.Destination]int        // plain consumers by exact destination
+	wild    map[string]*localConsumer              // plain consumers on wildcard destinations
 }
 
 // New returns an empty Table. opts should pass Validate; New itself only
@@ -245,26 +336,46 @@ func New(opts Options) *Table {
 	return &Table{
 		opts:      opts.normalized(),
 		consumers: make(map[string]*member),
-		subs:      make(map[string]*sub),
-		conduit:   make(map[conduitKey]*sub),
+		slots:     make(map[slotKey]*slot),
+		byDest:    make(map[destination.Destination]map[slotKey]*slot),
+		subs:      make(map[string]*slot),
+		durables:  make(map[durableKey]*durableRec),
+		own:       make(map[routeKey]map[slotKey]*slot),
+		dirty:     make(map[destination.Destination]struct{}),
+		local:     make(map[string]*localConsumer),
+		foreign:   make(map[routeKey]map[string]*localConsumer),
+		plain:     make(map[destination.Destination]int),
+		wild:      make(map[string]*localConsumer),
 	}
 }
 
-// Apply applies one advisory event and returns the Changes to make on the
-// local broker, in order, and a Decision explaining them.
+// Apply applies one advisory event from the remote broker and returns the
+// Changes to make on the local broker, in order, and a Decision explaining
+// them.
 //
 // ConsumerAdded events are idempotent by consumer id, because ActiveMQ
 // replays every existing consumer to a new advisory subscriber and live
 // events can race with that replay (activemq-network.md §6.2): an event for a
 // known consumer with the same demand-relevant properties changes nothing,
 // and one with different properties is applied as a removal followed by an
-// addition. Demand-relevant are destination, selector, path, origin, the
-// Browser/Bridge/Native flags and, unless DecreasePriority, priority; not
-// prefetch, which ActiveMQ reports as 0 when the consumer asked for a receipt
-// and corrects later. A ConsumerRemoved for an unknown id changes nothing.
+// addition, reconciled as one step (a consumer that keeps its subscription
+// but changes its selector gives a replacement, not a gap). Demand-relevant
+// are destination, selector, path, origin, durable subscription name and
+// client id, the Browser/Bridge/Native/Replay flags and, unless
+// DecreasePriority, priority; not prefetch, which ActiveMQ reports as 0 when
+// the consumer asked for a receipt and corrects later. A ConsumerRemoved for
+// an unknown id changes nothing.
+//
+// A ConsumerRemoved of a durable topic subscriber means it went offline: its
+// durable demand is kept inactive (Change.KeepDurable) unless DynamicOnly. A
+// DurableRemoved destroys the durable demand of the remote durable
+// subscriptions it names (Change.DestroyDurable).
 func (t *Table) Apply(ev advisory.Event) ([]Change, Decision) {
 	c := ev.Consumer
 	d := Decision{ConsumerID: c.ID}
+	if ev.Kind == advisory.DurableRemoved {
+		return t.applyDurableRemoved(ev)
+	}
 	if c.ID == "" {
 		d.Action, d.Reason = Ignored, ReasonInvalid+": missing consumer id"
 		return nil, d
@@ -276,28 +387,41 @@ func (t *Table) Apply(ev advisory.Event) ([]Change, Decision) {
 			d.Action, d.Reason = Ignored, ReasonUnknownConsumer
 			return nil, d
 		}
-		d.SubID = m.subID
-		var changes []Change
-		changes, d.Action = t.remove(c.ID)
+		s := m.slot
+		d.SubID = s.liveID()
+		t.remove(c.ID)
+		changes := t.settle()
+		d.Action = Removed
+		if s.key.kind == staticSlot || len(s.members) > 0 {
+			d.Action = Left
+		}
 		return changes, d
 	case advisory.ConsumerAdded:
 		c = normalize(c)
-		var changes []Change
 		if m, ok := t.consumers[c.ID]; ok {
 			if t.sameDemand(m.c, c) {
-				d.Action, d.Reason, d.SubID = Ignored, ReasonDuplicate, m.subID
+				d.Action, d.Reason, d.SubID = Ignored, ReasonDuplicate, m.slot.liveID()
 				return nil, d
 			}
-			d.Replaced, d.PreviousSubID = true, m.subID
-			changes, _ = t.remove(c.ID)
+			d.Replaced, d.PreviousSubID = true, m.slot.liveID()
+			t.remove(c.ID)
 		}
 		if reason := t.reject(c); reason != "" {
 			d.Action, d.Reason = Ignored, reason
-			return changes, d
+			return t.settle(), d
 		}
-		var more []Change
-		more, d.Action, d.SubID = t.add(c)
-		return append(changes, more...), d
+		s := t.add(c)
+		changes := t.settle()
+		d.SubID = s.liveID()
+		switch {
+		case d.SubID == "":
+			d.Action, d.Reason = Suppressed, ReasonSuppressed+advisory.FormatPath(t.suppressor(s))
+		case s.key.kind == staticSlot || len(s.members) > 1:
+			d.Action = Joined
+		default:
+			d.Action = Added
+		}
+		return changes, d
 	}
 	d.Action, d.Reason = Ignored, ReasonInvalid+": unknown event kind "+ev.Kind.String()
 	return nil, d
@@ -317,7 +441,8 @@ func normalize(c advisory.Consumer) advisory.Consumer {
 func (t *Table) sameDemand(a, b advisory.Consumer) bool {
 	return a.Destination == b.Destination && a.Selector == b.Selector &&
 		slices.Equal(a.Path, b.Path) && a.Origin == b.Origin &&
-		a.Browser == b.Browser && a.Bridge == b.Bridge && a.Native == b.Native &&
+		a.SubscriptionName == b.SubscriptionName && a.ClientID == b.ClientID &&
+		a.Browser == b.Browser && a.Bridge == b.Bridge && a.Native == b.Native && a.Replay == b.Replay &&
 		(t.opts.DecreasePriority || a.Priority == b.Priority)
 }
 
@@ -325,72 +450,105 @@ func (t *Table) sameDemand(a, b advisory.Consumer) bool {
 // The checks follow serviceRemoteConsumerAdvisory: browsers, the local
 // broker in the path (the demand came through here), the consumerTTL, and
 // then isPermissableDestination (temporary destinations, not bridged yet,
-// and the filter).
+// and Permits). Replay subscriptions are brokernet's own and never demand.
 func (t *Table) reject(c advisory.Consumer) string {
 	switch {
 	case c.Browser:
 		return ReasonBrowser
 	case !c.Destination.Kind.Valid() || c.Destination.Name == "":
 		return ReasonInvalid + ": invalid destination"
+	case c.Replay:
+		return ReasonReplay
 	case slices.Contains(c.Path, t.opts.LocalID):
 		return ReasonLoop
 	case t.opts.ConsumerTTL > -1 && len(c.Path) >= t.opts.ConsumerTTL:
 		return ReasonConsumerTTL
 	case c.Destination.IsTemp():
 		return ReasonTemporary
-	case !t.opts.Filter.Allows(c.Destination):
+	case !t.Permits(c.Destination):
 		return ReasonExcluded
 	}
 	return ""
 }
 
-// add registers the accepted consumer c, which must not be known.
-func (t *Table) add(c advisory.Consumer) ([]Change, Action, string) {
+// isDurable reports whether c is a durable topic subscriber. ActiveMQ
+// refuses durable subscriptions on queues, so a subscription name on one is
+// ignored.
+func isDurable(c advisory.Consumer) bool {
+	return c.Destination.Kind == destination.Topic && c.SubscriptionName != ""
+}
+
+// add registers the accepted consumer c, which must not be known, and
+// returns the slot that serves it.
+func (t *Table) add(c advisory.Consumer) *slot {
 	// Like ConduitBridge, only plain consumers are conduited: a shared
 	// subscription carries one path and one origin in its tag, which would
 	// be wrong for network consumers with other paths.
 	conduit := t.opts.Conduit && len(c.Path) == 0
-	key := conduitKey{dest: c.Destination, selector: c.Selector}
-	if conduit {
-		if s, ok := t.conduit[key]; ok {
-			s.consumers[c.ID] = struct{}{}
-			t.consumers[c.ID] = &member{c: c, subID: s.ID}
-			return nil, Joined, s.ID
+	durable := isDurable(c)
+	m := &member{c: c}
+	t.consumers[c.ID] = m
+	if conduit && !durable {
+		// ConduitBridge.addToAlreadyInterestedConsumers: a static include
+		// whose pattern matches serves the consumer already.
+		if s := t.staticFor(c.Destination); s != nil {
+			m.slot = s
+			s.members[c.ID] = m
+			t.touch(s.key.dest)
+			return s
 		}
 	}
-	t.seq++
-	path := append(slices.Clone(c.Path), t.opts.RemoteID)
-	origin := c.ID
-	if c.Bridge && c.Origin != "" {
-		origin = c.Origin // keep the original consumer across hops, like networkConsumerIds
+	key := slotKey{dest: c.Destination, kind: demandSlot, durable: durable}
+	var rec *durableRec
+	if durable {
+		rec = t.durableFor(c)
+		if !conduit {
+			key.id = rec.key.String()
+		}
+	} else if !conduit {
+		key.id = c.ID
 	}
-	s := &sub{
-		Subscription: Subscription{
-			ID:           subIDPrefix + strconv.FormatUint(t.seq, 10),
-			Destination:  c.Destination,
-			Selector:     advisory.Selector(c.Selector, t.opts.RemoteID, t.opts.MessageTTL, advisory.Tag{Path: path, Origin: origin}),
-			UserSelector: c.Selector,
-			Priority:     t.priority(c, path),
-			Prefetch:     t.opts.Prefetch,
-		},
-		consumers: map[string]struct{}{c.ID: {}},
-		shared:    conduit,
-		key:       key,
+	s := t.slotFor(key)
+	if len(s.members) == 0 && len(s.records) == 0 {
+		t.identify(s, c, conduit, durable)
 	}
-	t.subs[s.ID] = s
-	if conduit {
-		t.conduit[key] = s
+	if rec != nil {
+		if rec.slot != nil && rec.slot != s {
+			delete(rec.slot.records, rec.key)
+			t.touch(rec.slot.key.dest)
+		}
+		rec.slot = s
+		s.records[rec.key] = rec
+		rec.active[c.ID] = struct{}{}
+		m.rec = rec
 	}
-	t.consumers[c.ID] = &member{c: c, subID: s.ID}
-	return []Change{{Kind: Subscribe, Sub: s.snapshot()}}, Added, s.ID
+	m.slot = s
+	s.members[c.ID] = m
+	t.touch(c.Destination)
+	return s
 }
 
-// priority computes the demand subscription's priority for consumer c whose
-// demand path (including RemoteID) is path. With DecreasePriority it is
-// PriorityBase, lowered by len(path)+1 beyond the first hop (-5, -8, -9 for
-// paths of 1, 2, 3 brokers, as ActiveMQ); otherwise the consumer's own.
-func (t *Table) priority(c advisory.Consumer, path []string) int {
-	p := c.Priority
+// remove forgets the known consumer id. The caller settles.
+func (t *Table) remove(id string) {
+	m := t.consumers[id]
+	delete(t.consumers, id)
+	s := m.slot
+	delete(s.members, id)
+	if rec := m.rec; rec != nil {
+		delete(rec.active, id)
+		if len(rec.active) == 0 && t.opts.DynamicOnly {
+			t.detachRecord(rec)
+		}
+	}
+	t.touch(s.key.dest)
+}
+
+// priority computes the demand subscription's priority for a consumer with
+// priority p whose demand path (including RemoteID) is path. With
+// DecreasePriority it is PriorityBase, lowered by len(path)+1 beyond the
+// first hop (-5, -8, -9 for paths of 1, 2, 3 brokers, as ActiveMQ);
+// otherwise the consumer's own.
+func (t *Table) priority(p int, path []string) int {
 	if t.opts.DecreasePriority {
 		p = t.opts.PriorityBase
 		if len(path) > 1 {
@@ -400,36 +558,53 @@ func (t *Table) priority(c advisory.Consumer, path []string) int {
 	return min(max(p, minPriority), maxPriority)
 }
 
-// remove forgets the known consumer id and returns the Unsubscribe of its
-// subscription if it was the last consumer.
-func (t *Table) remove(id string) ([]Change, Action) {
-	m := t.consumers[id]
-	delete(t.consumers, id)
-	s := t.subs[m.subID]
-	delete(s.consumers, id)
-	if len(s.consumers) > 0 {
-		return nil, Left
-	}
-	delete(t.subs, s.ID)
-	if s.shared {
-		delete(t.conduit, s.key)
-	}
-	return []Change{{Kind: Unsubscribe, Sub: s.snapshot()}}, Removed
-}
-
-// Reset forgets all consumers and subscriptions and returns an Unsubscribe
-// for every live subscription, in ID order. The bridge calls it when the
-// remote side reconnects: ActiveMQ replays the remote consumers to the new
-// advisory subscription, which rebuilds the demand. Subscription ids keep
-// counting, so a new subscription never reuses the id of an old one.
+// Reset forgets all remote consumers and static includes and returns an
+// Unsubscribe for every live subscription, in ID order. The bridge calls it
+// when the remote side reconnects: ActiveMQ replays the remote consumers to
+// the new advisory subscription, which rebuilds the demand, and Start may be
+// called again. Subscription ids keep counting, so a new subscription never
+// reuses the id of an old one.
+//
+// Durable demand is deactivated (KeepDurable), never destroyed, whatever
+// DynamicOnly says: the remote durable subscribers are probably still there
+// and will be replayed, and a replayed one reactivates its durable
+// subscription with the messages it kept. What ApplyLocal learnt about the
+// local broker is kept too, as that broker did not go away.
 func (t *Table) Reset() []Change {
 	var changes []Change
 	for _, s := range t.Subscriptions() {
-		changes = append(changes, Change{Kind: Unsubscribe, Sub: s})
+		ch := Change{Kind: Unsubscribe, Sub: s}
+		sl := t.subs[s.ID]
+		switch {
+		case sl.key.durable && len(sl.records) > 0:
+			ch.KeepDurable = true
+			sl.kept = sl.cur
+		case sl.key.durable:
+			// Its consumers' durable subscriptions moved to other topics
+			// while they were online: nothing remains to keep messages for.
+			ch.DestroyDurable = true
+		}
+		sl.cur = nil
+		changes = append(changes, ch)
 	}
-	clear(t.consumers)
 	clear(t.subs)
-	clear(t.conduit)
+	clear(t.consumers)
+	clear(t.own)
+	clear(t.dirty)
+	t.started = false
+	for key, s := range t.slots {
+		clear(s.members)
+		for _, rec := range s.records {
+			clear(rec.active)
+		}
+		if key.durable && len(s.records) > 0 {
+			continue // remote durable subscriptions outlive the connection
+		}
+		for _, rec := range s.records {
+			delete(t.durables, rec.key)
+		}
+		t.dropSlot(s)
+	}
 	return changes
 }
 
@@ -437,7 +612,21 @@ func (t *Table) Reset() []Change {
 func (t *Table) Subscriptions() []Subscription {
 	out := make([]Subscription, 0, len(t.subs))
 	for _, s := range t.subs {
-		out = append(out, s.snapshot())
+		out = append(out, s.snapshot(s.cur))
+	}
+	slices.SortFunc(out, func(a, b Subscription) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// InactiveDurables returns the durable subscriptions the table keeps
+// inactive on the local broker (see Change.KeepDurable), sorted by the ID
+// they had when they were deactivated. They are not in Subscriptions.
+func (t *Table) InactiveDurables() []Subscription {
+	var out []Subscription
+	for _, s := range t.slots {
+		if s.kept != nil {
+			out = append(out, s.snapshot(s.kept))
+		}
 	}
 	slices.SortFunc(out, func(a, b Subscription) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -454,5 +643,5 @@ func (t *Table) Lookup(id string) (Subscription, bool) {
 	if !ok {
 		return Subscription{}, false
 	}
-	return s.snapshot(), true
+	return s.snapshot(s.cur), true
 }

@@ -37,39 +37,106 @@ func plain(id string, d destination.Destination) advisory.Consumer {
 }
 
 // broker applies Changes the way the bridge would, insisting that they are
-// consistent.
-type broker map[string]Subscription
+// consistent: live subscriptions by ID, and durable subscriptions kept
+// inactive by name.
+type broker struct {
+	live map[string]Subscription
+	kept map[string]Subscription // by DurableName
+}
 
-func (b broker) apply(t *testing.T, changes []Change) {
+func newBroker() *broker {
+	return &broker{live: map[string]Subscription{}, kept: map[string]Subscription{}}
+}
+
+func (b *broker) apply(t testing.TB, changes []Change) {
 	t.Helper()
-	for _, ch := range changes {
+	for i, ch := range changes {
+		s := ch.Sub
+		if ch.KeepDurable && ch.DestroyDurable {
+			t.Fatalf("change %d keeps and destroys %s", i, s.ID)
+		}
+		if (ch.KeepDurable || ch.DestroyDurable) && (ch.Kind != Unsubscribe || s.DurableName == "") {
+			t.Fatalf("change %d: durable flags on %v of non-durable %+v", i, ch.Kind, s)
+		}
 		switch ch.Kind {
 		case Subscribe:
-			if _, ok := b[ch.Sub.ID]; ok {
-				t.Fatalf("subscribe of existing %s", ch.Sub.ID)
+			if _, ok := b.live[s.ID]; ok {
+				t.Fatalf("subscribe of existing %s", s.ID)
 			}
-			b[ch.Sub.ID] = ch.Sub
+			if ch.ReplacedBy != "" {
+				t.Fatalf("subscribe %s with ReplacedBy", s.ID)
+			}
+			if ch.Replaces != "" {
+				// The retirement of the replaced subscription follows at once,
+				// or, for a durable subscription that keeps its name, comes
+				// just before.
+				next := i+1 < len(changes) && changes[i+1].Kind == Unsubscribe && changes[i+1].Sub.ID == ch.Replaces && changes[i+1].ReplacedBy == s.ID
+				prev := i > 0 && changes[i-1].Kind == Unsubscribe && changes[i-1].Sub.ID == ch.Replaces && changes[i-1].ReplacedBy == s.ID &&
+					changes[i-1].KeepDurable && changes[i-1].Sub.DurableName == s.DurableName && s.DurableName != ""
+				if !next && !prev {
+					t.Fatalf("subscribe %s replaces %s, but its retirement does not go with it: %+v", s.ID, ch.Replaces, changes)
+				}
+				if _, ok := b.live[ch.Replaces]; next && !ok && !b.isKept(ch.Replaces) {
+					t.Fatalf("subscribe %s replaces unknown %s", s.ID, ch.Replaces)
+				}
+			}
+			if s.DurableName != "" {
+				for _, o := range b.live {
+					if o.DurableName == s.DurableName {
+						t.Fatalf("durable %s live twice (%s, %s)", s.DurableName, o.ID, s.ID)
+					}
+				}
+				if k, ok := b.kept[s.DurableName]; ok {
+					if k.Selector != s.Selector || k.Destination != s.Destination {
+						t.Fatalf("reactivation of %s changes it: %+v -> %+v", s.DurableName, k, s)
+					}
+					delete(b.kept, s.DurableName)
+				}
+			}
+			b.live[s.ID] = s
 		case Unsubscribe:
-			if _, ok := b[ch.Sub.ID]; !ok {
-				t.Fatalf("unsubscribe of unknown %s", ch.Sub.ID)
+			if ch.Replaces != "" {
+				t.Fatalf("unsubscribe %s with Replaces", s.ID)
 			}
-			delete(b, ch.Sub.ID)
+			if _, ok := b.live[s.ID]; ok {
+				delete(b.live, s.ID)
+				if ch.KeepDurable {
+					b.kept[s.DurableName] = s
+				} else if s.DurableName != "" && !ch.DestroyDurable {
+					t.Fatalf("durable %s unsubscribed without Keep or Destroy", s.ID)
+				}
+				continue
+			}
+			if k, ok := b.kept[s.DurableName]; ok && ch.DestroyDurable && s.DurableName != "" && k.ID == s.ID {
+				delete(b.kept, s.DurableName)
+				continue
+			}
+			t.Fatalf("unsubscribe of unknown %s (%+v)", s.ID, ch)
 		default:
 			t.Fatalf("bad change kind %v", ch.Kind)
 		}
 	}
 }
 
+func (b *broker) isKept(id string) bool {
+	for _, k := range b.kept {
+		if k.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // check asserts that the broker holds exactly the table's subscriptions,
-// ignoring Consumers lists.
-func (b broker) check(t *testing.T, tbl *Table) {
+// ignoring Consumers lists, and its inactive durables.
+func (b *broker) check(t testing.TB, tbl *Table) {
 	t.Helper()
 	subs := tbl.Subscriptions()
-	if len(subs) != len(b) || tbl.Len() != len(b) {
-		t.Fatalf("broker has %d subscriptions, table %d (Len %d)", len(b), len(subs), tbl.Len())
+	if len(subs) != len(b.live) || tbl.Len() != len(b.live) {
+		t.Fatalf("broker has %d subscriptions, table %d (Len %d)", len(b.live), len(subs), tbl.Len())
 	}
 	for _, s := range subs {
-		got, ok := b[s.ID]
+		got, ok := b.live[s.ID]
 		if !ok {
 			t.Fatalf("table subscription %s missing on broker", s.ID)
 		}
@@ -78,11 +145,24 @@ func (b broker) check(t *testing.T, tbl *Table) {
 			t.Fatalf("broker has %+v, table %+v", got, s)
 		}
 	}
+	kept := tbl.InactiveDurables()
+	if len(kept) != len(b.kept) {
+		t.Fatalf("broker keeps %d durables, table %d", len(b.kept), len(kept))
+	}
+	for _, s := range kept {
+		got, ok := b.kept[s.DurableName]
+		if !ok || got.ID != s.ID || got.Selector != s.Selector {
+			t.Fatalf("table keeps %+v, broker %+v", s, got)
+		}
+	}
 }
+
+// size is the number of subscriptions the broker holds, live or kept.
+func (b *broker) size() int { return len(b.live) + len(b.kept) }
 
 func TestDefaultOptions(t *testing.T) {
 	o := DefaultOptions()
-	want := Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, DecreasePriority: true, PriorityBase: -5, Prefetch: 1000}
+	want := Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, DecreasePriority: true, PriorityBase: -5, Prefetch: 1000, SuppressTopics: true}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("DefaultOptions() = %+v", o)
 	}
@@ -100,6 +180,12 @@ func TestValidate(t *testing.T) {
 		{"same ids", func(o *Options) { o.RemoteID = "L" }, []string{`both "L"`}},
 		{"bad TTLs", func(o *Options) { o.ConsumerTTL, o.MessageTTL = -2, -3 }, []string{"ConsumerTTL -2", "MessageTTL -3"}},
 		{"bad priority base", func(o *Options) { o.PriorityBase = -129 }, []string{"PriorityBase -129"}},
+		{"static includes are valid", func(o *Options) {
+			o.StaticInclude = []destination.Pattern{mustPattern(t, "queue://a.>"), mustPattern(t, "b")}
+		}, nil},
+		{"bad static includes", func(o *Options) {
+			o.StaticInclude = []destination.Pattern{{}, mustPattern(t, "temp-queue://x")}
+		}, []string{"StaticInclude[0] is empty", "StaticInclude[1] \"temp-queue://x\": temporary"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,7 +268,7 @@ func TestApplySingleEvent(t *testing.T) {
 	}
 }
 
-func mustPattern(t *testing.T, s string) destination.Pattern {
+func mustPattern(t testing.TB, s string) destination.Pattern {
 	t.Helper()
 	p, err := destination.ParsePattern(s)
 	if err != nil {
@@ -212,7 +298,13 @@ func TestSubscriptionFields(t *testing.T) {
 		{
 			name: "decreased priority for a direct consumer",
 			c:    advisory.Consumer{ID: "c1", Destination: qOrders, Priority: 4, Selector: "a = 1"},
-			// newPath [R]: PriorityBase.
+			// newPath [R]: PriorityBase; a conduit's origin names the group.
+			wantPriority: -5, wantPath: []string{"R"}, wantOrigin: "conduit:R:queue://orders", wantHops: "BrokernetHops < 1)",
+		},
+		{
+			name:         "a plain consumer without conduit keeps its own id as origin",
+			edit:         func(o *Options) { o.Conduit = false },
+			c:            advisory.Consumer{ID: "c1", Destination: qOrders, Priority: 4, Selector: "a = 1"},
 			wantPriority: -5, wantPath: []string{"R"}, wantOrigin: "c1", wantHops: "BrokernetHops < 1)",
 		},
 		{
@@ -231,7 +323,7 @@ func TestSubscriptionFields(t *testing.T) {
 			name:         "inherited priority without decreaseNetworkConsumerPriority",
 			edit:         func(o *Options) { o.DecreasePriority = false },
 			c:            advisory.Consumer{ID: "c1", Destination: qOrders, Priority: 4},
-			wantPriority: 4, wantPath: []string{"R"}, wantOrigin: "c1", wantHops: "BrokernetHops < 1)",
+			wantPriority: 4, wantPath: []string{"R"}, wantOrigin: "conduit:R:queue://orders", wantHops: "BrokernetHops < 1)",
 		},
 		{
 			name:         "priority is clamped to a Java byte",
@@ -243,13 +335,13 @@ func TestSubscriptionFields(t *testing.T) {
 			name:         "inherited priority is clamped too",
 			edit:         func(o *Options) { o.DecreasePriority = false },
 			c:            advisory.Consumer{ID: "c1", Destination: qOrders, Priority: 300},
-			wantPriority: 127, wantPath: []string{"R"}, wantOrigin: "c1", wantHops: "BrokernetHops < 1)",
+			wantPriority: 127, wantPath: []string{"R"}, wantOrigin: "conduit:R:queue://orders", wantHops: "BrokernetHops < 1)",
 		},
 		{
 			name:         "unlimited message TTL omits the hops clause",
 			edit:         func(o *Options) { o.MessageTTL = -1 },
 			c:            advisory.Consumer{ID: "c1", Destination: qOrders},
-			wantPriority: -5, wantPath: []string{"R"}, wantOrigin: "c1", wantHops: "",
+			wantPriority: -5, wantPath: []string{"R"}, wantOrigin: "conduit:R:queue://orders", wantHops: "",
 		},
 	}
 	for _, tt := range tests {
@@ -297,25 +389,58 @@ func TestNonPositivePrefetchMeansDefault(t *testing.T) {
 	}
 }
 
-// step is one event of a scripted scenario and what it must produce.
-type step struct {
-	ev          advisory.Event
-	action      Action
-	reason      string
-	changeKinds []ChangeKind
+// summary renders Changes compactly for scripted tests: "+" subscribe, "-"
+// unsubscribe, "r" for a replacement pair, "keep" and "destroy" for the
+// durable flags.
+func summary(changes []Change) []string {
+	var out []string
+	for _, ch := range changes {
+		s := "+"
+		if ch.Kind == Unsubscribe {
+			s = "-"
+		}
+		if ch.Replaces != "" || ch.ReplacedBy != "" {
+			s += "r"
+		}
+		if ch.KeepDurable {
+			s += "keep"
+		}
+		if ch.DestroyDurable {
+			s += "destroy"
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
-func runSteps(t *testing.T, tbl *Table, steps []step) broker {
+// step is one event of a scripted scenario and what it must produce. A
+// local step goes to ApplyLocal.
+type step struct {
+	ev      advisory.Event
+	action  Action
+	reason  string
+	changes []string // as summary renders them
+	local   bool
+}
+
+// runSteps feeds the steps to tbl, checking each against its expectation
+// and the broker model.
+func runSteps(t *testing.T, tbl *Table, steps []step) *broker {
 	t.Helper()
-	b := broker{}
+	return runStepsOn(t, tbl, newBroker(), steps)
+}
+
+func runStepsOn(t *testing.T, tbl *Table, b *broker, steps []step) *broker {
+	t.Helper()
 	for i, st := range steps {
-		changes, d := tbl.Apply(st.ev)
-		var kinds []ChangeKind
-		for _, ch := range changes {
-			kinds = append(kinds, ch.Kind)
+		apply := tbl.Apply
+		if st.local {
+			apply = tbl.ApplyLocal
 		}
-		if d.Action != st.action || d.Reason != st.reason || !slices.Equal(kinds, st.changeKinds) {
-			t.Fatalf("step %d (%v %s): got %v %v, want %v %q %v", i, st.ev.Kind, st.ev.Consumer.ID, kinds, d, st.action, st.reason, st.changeKinds)
+		changes, d := apply(st.ev)
+		got := summary(changes)
+		if d.Action != st.action || d.Reason != st.reason || !slices.Equal(got, st.changes) || d.Local != st.local {
+			t.Fatalf("step %d (%v %s): got %q %v, want %v %q %q", i, st.ev.Kind, st.ev.Consumer.ID, got, d, st.action, st.reason, st.changes)
 		}
 		b.apply(t, changes)
 		b.check(t, tbl)
@@ -324,17 +449,15 @@ func runSteps(t *testing.T, tbl *Table, steps []step) broker {
 }
 
 var (
-	subOnly   = []ChangeKind{Subscribe}
-	unsubOnly = []ChangeKind{Unsubscribe}
-	resub     = []ChangeKind{Unsubscribe, Subscribe}
+	subOnly   = []string{"+"}
+	unsubOnly = []string{"-"}
+	replace   = []string{"+r", "-r"}
 )
 
+func withSelector(c advisory.Consumer, sel string) advisory.Consumer { c.Selector = sel; return c }
+
 func TestConduit(t *testing.T) {
-	red := func(id string) advisory.Consumer {
-		c := plain(id, qOrders)
-		c.Selector = "color = 'red'"
-		return c
-	}
+	red := func(id string) advisory.Consumer { return withSelector(plain(id, qOrders), "color = 'red'") }
 	native := func(id string, path ...string) advisory.Consumer {
 		c := plain(id, qOrders)
 		c.Path, c.Native = path, true
@@ -344,31 +467,30 @@ func TestConduit(t *testing.T) {
 	o.ConsumerTTL = 3
 	tbl := New(o)
 	runSteps(t, tbl, []step{
-		{added(plain("c1", qOrders)), Added, "", subOnly},
-		{added(plain("c2", qOrders)), Joined, "", nil},
-		{added(red("c3")), Added, "", subOnly},           // other selector
-		{added(plain("c4", qOther)), Added, "", subOnly}, // other destination
-		{added(native("n1", "X")), Added, "", subOnly},   // network consumers are not conduited ...
-		{added(native("n2", "X")), Added, "", subOnly},   // ... not even with each other
-		{added(plain("c1", qOrders)), Ignored, ReasonDuplicate, nil},
-		{removed("c1"), Left, "", nil},
-		{removed("c1"), Ignored, ReasonUnknownConsumer, nil},
-		{removed("c2"), Removed, "", unsubOnly},
-		{added(plain("c5", qOrders)), Added, "", subOnly}, // a new shared subscription
-		{removed("n1"), Removed, "", unsubOnly},
+		{ev: added(plain("c1", qOrders)), action: Added, changes: subOnly}, // bn-d1
+		{ev: added(plain("c2", qOrders)), action: Joined},                  // shares bn-d1
+		{ev: added(red("c3")), action: Joined},                             // a selector joins too; the OR stays ""
+		{ev: added(plain("c4", qOther)), action: Added, changes: subOnly},  // bn-d2, another destination
+		{ev: added(native("n1", "X")), action: Added, changes: subOnly},    // bn-d3: network consumers are not conduited ...
+		{ev: added(native("n2", "X")), action: Added, changes: subOnly},    // bn-d4: ... not even with each other
+		{ev: added(plain("c1", qOrders)), action: Ignored, reason: ReasonDuplicate},
+		{ev: removed("c1"), action: Left},
+		{ev: removed("c1"), action: Ignored, reason: ReasonUnknownConsumer},
+		{ev: removed("c2"), action: Left, changes: replace},                 // bn-d5 selects red only
+		{ev: added(plain("c5", qOrders)), action: Joined, changes: replace}, // bn-d6 selects everything again
+		{ev: removed("n1"), action: Removed, changes: unsubOnly},
 	})
-	subs := tbl.Subscriptions()
 	var got []string
-	for _, s := range subs {
-		got = append(got, s.ID+"="+strings.Join(s.Consumers, ","))
+	for _, s := range tbl.Subscriptions() {
+		got = append(got, s.ID+"="+strings.Join(s.Consumers, ",")+"/"+s.UserSelector)
 	}
-	want := []string{"bn-d2=c3", "bn-d3=c4", "bn-d5=n2", "bn-d6=c5"}
+	want := []string{"bn-d2=c4/", "bn-d4=n2/", "bn-d6=c3,c5/"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("subscriptions %q, want %q", got, want)
 	}
 }
 
-func TestConduitSharesFirstConsumersTag(t *testing.T) {
+func TestConduitTag(t *testing.T) {
 	o := opts()
 	o.DecreasePriority = false
 	tbl := New(o)
@@ -379,10 +501,16 @@ func TestConduitSharesFirstConsumersTag(t *testing.T) {
 	tbl.Apply(removed("c1"))
 	s, ok := tbl.Lookup(changes[0].Sub.ID)
 	if !ok || s.Priority != 3 || !slices.Equal(s.Consumers, []string{"c2"}) {
-		t.Fatalf("Lookup = %+v, %v", s, ok)
+		t.Fatalf("Lookup = %+v, %v; want the first consumer's priority", s, ok)
 	}
-	if _, tag, _ := advisory.ParseSelector(s.Selector); tag.Origin != "c1" {
-		t.Fatalf("origin %q, want the first consumer", tag.Origin)
+	if _, tag, _ := advisory.ParseSelector(s.Selector); tag.Origin != "conduit:R:queue://orders" || !slices.Equal(tag.Path, []string{"R"}) {
+		t.Fatalf("tag %+v, want the group's origin", tag)
+	}
+	// Once the group is empty, the next first consumer sets the priority.
+	tbl.Apply(removed("c2"))
+	changes, _ = tbl.Apply(added(c2))
+	if changes[0].Sub.Priority != 9 {
+		t.Fatalf("priority %d after the group emptied", changes[0].Sub.Priority)
 	}
 }
 
@@ -391,12 +519,12 @@ func TestNonConduit(t *testing.T) {
 	o.Conduit = false
 	tbl := New(o)
 	runSteps(t, tbl, []step{
-		{added(plain("c1", qOrders)), Added, "", subOnly},
-		{added(plain("c2", qOrders)), Added, "", subOnly},
-		{added(plain("c2", qOrders)), Ignored, ReasonDuplicate, nil},
-		{removed("c1"), Removed, "", unsubOnly},
-		{removed("c2"), Removed, "", unsubOnly},
-		{removed("c2"), Ignored, ReasonUnknownConsumer, nil},
+		{ev: added(plain("c1", qOrders)), action: Added, changes: subOnly},
+		{ev: added(plain("c2", qOrders)), action: Added, changes: subOnly},
+		{ev: added(plain("c2", qOrders)), action: Ignored, reason: ReasonDuplicate},
+		{ev: removed("c1"), action: Removed, changes: unsubOnly},
+		{ev: removed("c2"), action: Removed, changes: unsubOnly},
+		{ev: removed("c2"), action: Ignored, reason: ReasonUnknownConsumer},
 	})
 	if tbl.Len() != 0 {
 		t.Fatalf("Len() = %d", tbl.Len())
@@ -405,9 +533,9 @@ func TestNonConduit(t *testing.T) {
 
 func TestChangedConsumerIsReplaced(t *testing.T) {
 	withPrefetch := func(c advisory.Consumer, p int) advisory.Consumer { c.Prefetch = p; return c }
-	withSelector := func(c advisory.Consumer, s string) advisory.Consumer { c.Selector = s; return c }
 	withPriority := func(c advisory.Consumer, p int) advisory.Consumer { c.Priority = p; return c }
 	withBrowser := func(c advisory.Consumer) advisory.Consumer { c.Browser = true; return c }
+	withDest := func(c advisory.Consumer, d destination.Destination) advisory.Consumer { c.Destination = d; return c }
 	c1 := plain("c1", qOrders)
 	tests := []struct {
 		name  string
@@ -415,35 +543,43 @@ func TestChangedConsumerIsReplaced(t *testing.T) {
 		steps []step
 	}{
 		{"a new prefetch is not a change (receipt quirk)", nil, []step{
-			{added(withPrefetch(c1, 0)), Added, "", subOnly},
-			{added(withPrefetch(c1, 1000)), Ignored, ReasonDuplicate, nil},
+			{ev: added(withPrefetch(c1, 0)), action: Added, changes: subOnly},
+			{ev: added(withPrefetch(c1, 1000)), action: Ignored, reason: ReasonDuplicate},
 		}},
 		{"a blank selector equals none", nil, []step{
-			{added(c1), Added, "", subOnly},
-			{added(withSelector(c1, "  ")), Ignored, ReasonDuplicate, nil},
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withSelector(c1, "  ")), action: Ignored, reason: ReasonDuplicate},
 		}},
-		{"a new selector moves the only consumer", nil, []step{
-			{added(c1), Added, "", subOnly},
-			{added(withSelector(c1, "a = 1")), Added, "", resub},
+		{"a new selector re-issues the only consumer's subscription without a gap", nil, []step{
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withSelector(c1, "a = 1")), action: Added, changes: replace},
 		}},
-		{"a new selector moves one of two conduit consumers", nil, []step{
-			{added(c1), Added, "", subOnly},
-			{added(plain("c2", qOrders)), Joined, "", nil},
-			{added(withSelector(c1, "a = 1")), Added, "", subOnly},
-			{added(withSelector(plain("c2", qOrders), "a = 1")), Joined, "", unsubOnly},
+		{"a new selector of one of two conduit consumers changes nothing while the other selects all", nil, []step{
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(plain("c2", qOrders)), action: Joined},
+			{ev: added(withSelector(c1, "a = 1")), action: Joined},
+			{ev: added(withSelector(plain("c2", qOrders), "a = 1")), action: Joined, changes: replace},
+		}},
+		{"a new selector without conduit is a replacement too", func(o *Options) { o.Conduit = false }, []step{
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withSelector(c1, "a = 1")), action: Added, changes: replace},
+		}},
+		{"a new destination is a new subscription", nil, []step{
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withDest(c1, qOther)), action: Added, changes: []string{"+", "-"}},
 		}},
 		{"a new priority matters only without decreased priority", func(o *Options) { o.DecreasePriority = false }, []step{
-			{added(c1), Added, "", subOnly},
-			{added(withPriority(c1, 5)), Added, "", resub},
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withPriority(c1, 5)), action: Added, changes: replace},
 		}},
 		{"a new priority does not matter with decreased priority", nil, []step{
-			{added(c1), Added, "", subOnly},
-			{added(withPriority(c1, 5)), Ignored, ReasonDuplicate, nil},
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withPriority(c1, 5)), action: Ignored, reason: ReasonDuplicate},
 		}},
 		{"a consumer that becomes a browser loses its demand", nil, []step{
-			{added(c1), Added, "", subOnly},
-			{added(withBrowser(c1)), Ignored, ReasonBrowser, unsubOnly},
-			{removed("c1"), Ignored, ReasonUnknownConsumer, nil},
+			{ev: added(c1), action: Added, changes: subOnly},
+			{ev: added(withBrowser(c1)), action: Ignored, reason: ReasonBrowser, changes: unsubOnly},
+			{ev: removed("c1"), action: Ignored, reason: ReasonUnknownConsumer},
 		}},
 	}
 	for _, tt := range tests {
@@ -479,13 +615,15 @@ func TestDecisionString(t *testing.T) {
 		{Decision{Action: Added, ConsumerID: "c1", SubID: "bn-d1"}, "added consumer c1 sub bn-d1"},
 		{Decision{Action: Ignored, ConsumerID: "c1", Reason: ReasonBrowser}, "ignored consumer c1: browser"},
 		{Decision{Action: Ignored, ConsumerID: "c1", Reason: ReasonBrowser, Replaced: true, PreviousSubID: "bn-d4"}, "ignored consumer c1: browser (replaced changed consumer, left bn-d4)"},
+		{Decision{Action: Suppressed, ConsumerID: "c1", Reason: ReasonSuppressed + "|A|B|"}, "suppressed consumer c1: suppressed: better route via |A|B|"},
+		{Decision{Action: Added, ConsumerID: "l1", Local: true}, "added local consumer l1"},
 	}
 	for _, tt := range tests {
 		if got := tt.d.String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
 	}
-	for a, want := range map[Action]string{Ignored: "ignored", Added: "added", Joined: "joined", Left: "left", Removed: "removed", 0: "Action(0)"} {
+	for a, want := range map[Action]string{Ignored: "ignored", Added: "added", Joined: "joined", Left: "left", Removed: "removed", Suppressed: "suppressed", 0: "Action(0)"} {
 		if got := a.String(); got != want {
 			t.Errorf("Action %d String() = %q", a, got)
 		}
@@ -499,7 +637,7 @@ func TestDecisionString(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	tbl := New(opts())
-	b := broker{}
+	b := newBroker()
 	for _, c := range []advisory.Consumer{plain("c1", qOrders), plain("c2", qOrders), plain("c3", tPrices), plain("c4", qOther)} {
 		ch, _ := tbl.Apply(added(c))
 		b.apply(t, ch)
@@ -516,8 +654,8 @@ func TestReset(t *testing.T) {
 	}
 	b.apply(t, changes)
 	b.check(t, tbl)
-	if tbl.Len() != 0 || len(b) != 0 {
-		t.Fatalf("after Reset: Len %d, broker %d", tbl.Len(), len(b))
+	if tbl.Len() != 0 || b.size() != 0 {
+		t.Fatalf("after Reset: Len %d, broker %d", tbl.Len(), b.size())
 	}
 	// Rebuilding from the replay never reuses an id.
 	ch, d := tbl.Apply(added(plain("c1", qOrders)))

@@ -22,8 +22,8 @@ const (
 )
 
 // Options configures a Table. Use DefaultOptions and set the broker ids:
-// the zero Options is not the default (Conduit and DecreasePriority are
-// false, the TTLs 0).
+// the zero Options is not the default (Conduit, DecreasePriority and
+// SuppressTopics are false, the TTLs 0).
 type Options struct {
 	// LocalID is the id of the local broker, where the demand subscriptions
 	// are created and from which messages are forwarded.
@@ -31,9 +31,15 @@ type Options struct {
 	// RemoteID is the id of the remote broker, whose consumers create the
 	// demand and to which messages are forwarded.
 	RemoteID string
-	// Conduit makes plain remote consumers with the same destination and the
-	// same selector share one demand subscription, reference-counted by
-	// consumer. Consumers that are themselves network or brokernet demand
+	// Conduit makes plain remote consumers of one destination share one
+	// demand subscription, reference-counted by consumer; durable and
+	// non-durable consumers of a topic get separate ones. Unlike ActiveMQ's
+	// ConduitBridge, which drops the selectors, the shared subscription's
+	// user selector is the OR of its consumers' selectors ("" as soon as one
+	// consumer has none), re-issued as a replacement when that OR changes.
+	// A plain non-durable consumer whose destination a static include
+	// matches joins the static subscription instead, as in ActiveMQ.
+	// Consumers that are themselves network or brokernet demand
 	// subscriptions always get their own, as ActiveMQ's ConduitBridge does
 	// not conduit "proxy proxy" consumers. Default true.
 	Conduit bool
@@ -55,8 +61,37 @@ type Options struct {
 	// Prefetch is the prefetch of each demand subscription; values <= 0 mean
 	// DefaultPrefetch, as STOMP subscriptions cannot use 0. Default 1000.
 	Prefetch int
-	// Filter decides which destinations may be forwarded.
+	// Filter decides which destinations may be forwarded. Its Exclude list
+	// wins over StaticInclude too (ActiveMQ AMQ-6331).
 	Filter destination.Filter
+	// StaticInclude is ActiveMQ's staticallyIncludedDestinations: each
+	// pattern gets a demand subscription from Table.Start on, whether or not
+	// a remote consumer wants it, subscribed to the pattern's destination as
+	// written (wildcards included; a pattern without kind gives one queue
+	// and one topic subscription). A static include also lets remote
+	// consumers of matching destinations through a non-empty Filter.Include,
+	// as in ActiveMQ's isPermissableDestination.
+	StaticInclude []destination.Pattern
+	// DynamicOnly is ActiveMQ's dynamicOnly. When false (the default), the
+	// durable demand subscription of remote durable topic subscribers that
+	// all went offline stays on the local broker, inactive, so that it keeps
+	// their messages until they return or their durable subscription is
+	// destroyed; when true it is destroyed as soon as the last of them goes.
+	DynamicOnly bool
+	// SuppressQueues is ActiveMQ's suppressDuplicateQueueSubscriptions: a
+	// demand subscription for a network consumer on a queue is withheld
+	// while another bridge on the local broker holds a better route to the
+	// same origin (see Table.ApplyLocal). Default false.
+	SuppressQueues bool
+	// SuppressTopics is ActiveMQ's suppressDuplicateTopicSubscriptions, the
+	// same for topics. Default true.
+	SuppressTopics bool
+	// ReplayWhenNoConsumers is the replayWhenNoConsumers of ActiveMQ's
+	// ConditionalNetworkBridgeFilterFactory: while a queue has remote demand
+	// but no plain consumer on the local broker, a replay subscription sends
+	// back to the remote broker the messages that came from it and would
+	// otherwise be stuck here (see Table.ApplyLocal). Default false.
+	ReplayWhenNoConsumers bool
 }
 
 // DefaultOptions returns the default options without broker ids.
@@ -68,11 +103,14 @@ func DefaultOptions() Options {
 		DecreasePriority: true,
 		PriorityBase:     DefaultPriorityBase,
 		Prefetch:         DefaultPrefetch,
+		SuppressTopics:   true,
 	}
 }
 
 // Validate reports every problem of o: missing or equal broker ids, TTLs
-// below -1, and a PriorityBase outside ActiveMQ's priority range.
+// below -1, a PriorityBase outside ActiveMQ's priority range, and static
+// includes that are empty or name temporary destinations (which are not
+// bridged).
 func (o Options) Validate() error {
 	var errs []error
 	if o.LocalID == "" {
@@ -93,6 +131,14 @@ func (o Options) Validate() error {
 	if o.PriorityBase < minPriority || o.PriorityBase > maxPriority {
 		errs = append(errs, fmt.Errorf("PriorityBase %d is outside %d..%d", o.PriorityBase, minPriority, maxPriority))
 	}
+	for i, p := range o.StaticInclude {
+		switch {
+		case p.String() == "":
+			errs = append(errs, fmt.Errorf("StaticInclude[%d] is empty", i))
+		case p.Kind().IsTemp():
+			errs = append(errs, fmt.Errorf("StaticInclude[%d] %q: temporary destinations are not bridged", i, p))
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("demand options: %w", errors.Join(errs...))
 	}
@@ -112,5 +158,6 @@ func (o Options) normalized() Options {
 	// slices cannot change its decisions.
 	o.Filter.Include = slices.Clone(o.Filter.Include)
 	o.Filter.Exclude = slices.Clone(o.Filter.Exclude)
+	o.StaticInclude = slices.Clone(o.StaticInclude)
 	return o
 }

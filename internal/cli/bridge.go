@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
@@ -36,6 +37,12 @@ type bridgeFlags struct {
 	conduit          bool
 	decreasePriority bool
 	include, exclude stringList
+	staticInclude    stringList
+	dynamicOnly      bool
+	suppressQueues   bool
+	suppressTopics   bool
+	replay           bool
+	replayDelay      time.Duration
 	localID          string
 	remoteID         string
 	logLevel         string
@@ -55,6 +62,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.decreasePriority, "decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
 	fs.Var(&f.include, "include", "destination pattern to forward (repeatable; queue://a.>, topic://b.*, or bare for both)")
 	fs.Var(&f.exclude, "exclude", "destination pattern never to forward (repeatable; wins over --include)")
+	fs.Var(&f.staticInclude, "static-include", "destination always forwarded, with or without demand (repeatable)")
+	fs.BoolVar(&f.dynamicOnly, "dynamic-only", false, "only live consumers create demand (durable demand is not kept while its consumer is away)")
+	fs.BoolVar(&f.suppressQueues, "suppress-duplicate-queue-subscriptions", false, "keep only the best route to each queue consumer")
+	fs.BoolVar(&f.suppressTopics, "suppress-duplicate-topic-subscriptions", true, "keep only the best route to each topic subscriber")
+	fs.BoolVar(&f.replay, "replay-when-no-consumers", false, "send queue messages back to where their consumer went")
+	fs.DurationVar(&f.replayDelay, "replay-delay", 0, "how long a queue must lack local consumers before replaying")
 	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -103,12 +116,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
 			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: g[1:],
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, Log: log,
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
 				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: g[1:], Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, Log: log,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, Log: log,
 			})
 		}
 	}
@@ -164,14 +177,30 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 		}
 		filter.Exclude = append(filter.Exclude, p)
 	}
+	var static []destination.Pattern
+	for _, s := range f.staticInclude {
+		p, err := destination.ParsePattern(s)
+		if err != nil {
+			return demand.Options{}, usagef("--static-include: %v", err)
+		}
+		static = append(static, p)
+	}
+	if f.replayDelay < 0 {
+		return demand.Options{}, usagef("--replay-delay %s: must not be negative", f.replayDelay)
+	}
 	return demand.Options{
-		Conduit:          f.conduit,
-		ConsumerTTL:      consTTL,
-		MessageTTL:       msgTTL,
-		DecreasePriority: f.decreasePriority,
-		PriorityBase:     -5,
-		Prefetch:         f.prefetch,
-		Filter:           filter,
+		Conduit:               f.conduit,
+		ConsumerTTL:           consTTL,
+		MessageTTL:            msgTTL,
+		DecreasePriority:      f.decreasePriority,
+		PriorityBase:          -5,
+		Prefetch:              f.prefetch,
+		Filter:                filter,
+		StaticInclude:         static,
+		DynamicOnly:           f.dynamicOnly,
+		SuppressQueues:        f.suppressQueues,
+		SuppressTopics:        f.suppressTopics,
+		ReplayWhenNoConsumers: f.replay,
 	}, nil
 }
 
