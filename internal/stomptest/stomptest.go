@@ -110,11 +110,12 @@ type Consumer struct {
 	tb   testing.TB
 	conn *stomp.Conn
 
-	mu     sync.Mutex
-	frames []*frame.Frame
-	seqs   map[int]int // seq -> times received
-	dups   int
-	done   chan struct{}
+	mu      sync.Mutex
+	frames  []*frame.Frame
+	seqs    map[int]int // seq -> times received
+	dups    int
+	closing bool
+	done    chan struct{}
 }
 
 // Subscribe opens a consumer on dest with extra SUBSCRIBE headers (key, value pairs).
@@ -136,6 +137,14 @@ func (c *Consumer) run() {
 	defer close(c.done)
 	for f := range c.conn.Deliveries() {
 		c.mu.Lock()
+		if c.closing {
+			// Not acknowledged: the broker takes it back; it does not count.
+			c.mu.Unlock()
+			continue
+		}
+		// The ACK is queued before the message counts, and before any DISCONNECT
+		// of Close: a counted message is consumed for good.
+		c.conn.Write(context.Background(), frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack)))
 		c.frames = append(c.frames, f)
 		if s, err := strconv.Atoi(f.Header.Get("seq")); err == nil {
 			c.seqs[s]++
@@ -144,12 +153,14 @@ func (c *Consumer) run() {
 			}
 		}
 		c.mu.Unlock()
-		c.conn.Write(context.Background(), frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack)))
 	}
 }
 
 // Close disconnects the consumer (its unacknowledged messages go back to the broker).
 func (c *Consumer) Close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.conn.Close(ctx)

@@ -1,0 +1,450 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Network semantics across several real brokers: multi-hop demand, TTLs, routes.
+
+func withTTL(ttl int) func(*bridge.Config) {
+	return func(c *bridge.Config) {
+		c.Demand.ConsumerTTL, c.Demand.MessageTTL = ttl, ttl
+	}
+}
+
+func chain(mods ...func(*bridge.Config)) func(*bridge.Config) {
+	return func(c *bridge.Config) {
+		for _, m := range mods {
+			m(c)
+		}
+	}
+}
+
+// duplex starts bridges a->b and b->a.
+func duplex(t *testing.T, a, b *testbroker.ActiveMQ, mod func(*bridge.Config)) (ab, ba *running) {
+	return startBridge(t, a.StompURI(), b.StompURI(), mod), startBridge(t, b.StompURI(), a.StompURI(), mod)
+}
+
+// TestChainTTL: A→B→C with a consumer on C. With TTL 1 nothing sent on A reaches
+// C; with TTL 2 all of it does.
+func TestChainTTL(t *testing.T) {
+	bs := startBrokers(t, 3, false)
+	a, b, c := bs[0], bs[1], bs[2]
+
+	t.Run("ttl 1 stops at B", func(t *testing.T) {
+		ab := startBridge(t, a.StompURI(), b.StompURI(), withTTL(1))
+		bc := startBridge(t, b.StompURI(), c.StompURI(), withTTL(1))
+		cons := stomptest.Subscribe(t, c.StompURI(), "/queue/chain1")
+		waitDemand(t, bc, 1, 10*time.Second)
+		// A→B has seen B's demand subscription (path [C]) and ignored it.
+		stomptest.Eventually(t, 10*time.Second, func() error {
+			if ab.Stats().Advisories.Load() < 1 {
+				return fmt.Errorf("A->B has seen no advisory")
+			}
+			return nil
+		})
+		if n := ab.Stats().DemandSubs.Load() + ab.Stats().PendingSubs.Load(); n != 0 {
+			t.Fatalf("A->B made %d demand subscriptions for a consumer two hops away with TTL 1", n)
+		}
+		stomptest.SendN(t, a.StompURI(), "/queue/chain1", 0, 100, false)
+		if got := queueSize(t, a, "chain1"); got != 100 {
+			t.Fatalf("A holds %d of 100", got)
+		}
+		if got := cons.Count(); got != 0 {
+			t.Fatalf("C received %d messages with TTL 1", got)
+		}
+		ab.stop()
+		bc.stop()
+	})
+
+	t.Run("ttl 2 reaches C", func(t *testing.T) {
+		ab := startBridge(t, a.StompURI(), b.StompURI(), withTTL(2))
+		bc := startBridge(t, b.StompURI(), c.StompURI(), withTTL(2))
+		cons := stomptest.Subscribe(t, c.StompURI(), "/queue/chain2")
+		waitDemand(t, bc, 1, 10*time.Second)
+		waitDemand(t, ab, 1, 10*time.Second)
+		stomptest.SendN(t, a.StompURI(), "/queue/chain2", 0, 100, false)
+		cons.WaitDistinct(100, 30*time.Second)
+		if d := cons.Duplicates(); d != 0 {
+			t.Fatalf("%d duplicates", d)
+		}
+	})
+}
+
+// TestFullMeshDuplex: three brokers, duplex bridges between each pair, a consumer
+// on each, 100 messages sent on each: exactly 300 received, no duplicates.
+func TestFullMeshDuplex(t *testing.T) {
+	bs := startBrokers(t, 3, false)
+	cases := []struct {
+		name string
+		mod  func(*bridge.Config)
+	}{
+		{"ttl 1", withTTL(1)},
+		{"ttl 3 with suppression", chain(withTTL(3), func(c *bridge.Config) {
+			c.Demand.DecreasePriority = true
+			c.Demand.SuppressQueues, c.Demand.SuppressTopics = true, true
+		})},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := "mesh" + strconv.Itoa(i)
+			var bridges []*running
+			for x := 0; x < 3; x++ {
+				for y := x + 1; y < 3; y++ {
+					ab, ba := duplex(t, bs[x], bs[y], tc.mod)
+					bridges = append(bridges, ab, ba)
+				}
+			}
+			cons := make([]*stomptest.Consumer, 3)
+			for x := range bs {
+				cons[x] = stomptest.Subscribe(t, bs[x].StompURI(), "/queue/"+q)
+			}
+			for _, br := range bridges {
+				stomptest.Eventually(t, 15*time.Second, func() error {
+					if br.Stats().DemandSubs.Load() < 1 {
+						return fmt.Errorf("bridge %s has no demand yet", br.Name())
+					}
+					return nil
+				})
+			}
+			var wg sync.WaitGroup
+			for x := range bs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := stomptest.Dial(t, bs[x].StompURI())
+					if err := stomptest.Send(context.Background(), c, "/queue/"+q, x*100, 100, false); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			stomptest.Eventually(t, 30*time.Second, func() error {
+				seen := map[int]int{}
+				for _, c := range cons {
+					for _, s := range c.Seqs() {
+						seen[s]++
+					}
+				}
+				if len(seen) != 300 {
+					return fmt.Errorf("%d of 300 distinct messages", len(seen))
+				}
+				for s, k := range seen {
+					if k > 1 {
+						return fmt.Errorf("message %d received %d times", s, k)
+					}
+				}
+				return nil
+			})
+			stomptest.Eventually(t, 10*time.Second, func() error {
+				total := int64(0)
+				for _, b := range bs {
+					total += queueSize(t, b, q)
+				}
+				if total != 0 {
+					return fmt.Errorf("%d messages still on queues", total)
+				}
+				return nil
+			})
+			if got := cons[0].Count() + cons[1].Count() + cons[2].Count(); got != 300 {
+				t.Fatalf("%d deliveries for 300 messages", got)
+			}
+		})
+	}
+}
+
+// TestShortestRouteAndFailover: brokers A–F with a one-hop route A–F and two
+// three-hop routes A–B–C–F and A–D–E–F. With decreased priority and suppression,
+// messages from A to a consumer on F take the direct link; when it is cut they
+// flow over a three-hop route without loss.
+func TestShortestRouteAndFailover(t *testing.T) {
+	bs := startBrokers(t, 6, false)
+	A, B, C, D, E, F := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
+	mod := chain(withTTL(3), func(c *bridge.Config) {
+		c.Demand.DecreasePriority = true
+		c.Demand.SuppressQueues = true
+	})
+	af, fa := duplex(t, A, F, mod)
+	ab, _ := duplex(t, A, B, mod)
+	duplex(t, B, C, mod)
+	duplex(t, C, F, mod)
+	ad, _ := duplex(t, A, D, mod)
+	duplex(t, D, E, mod)
+	duplex(t, E, F, mod)
+
+	cons := stomptest.Subscribe(t, F.StompURI(), "/queue/route")
+	waitDemand(t, af, 1, 15*time.Second)
+	// The longer routes' demand reaches A and is suppressed there.
+	stomptest.Eventually(t, 15*time.Second, func() error {
+		if n := ab.Stats().DemandSubs.Load() + ad.Stats().DemandSubs.Load(); n != 0 {
+			return fmt.Errorf("A holds %d demand subscriptions over three-hop routes", n)
+		}
+		return nil
+	})
+	const n = 500
+	stomptest.SendN(t, A.StompURI(), "/queue/route", 0, n, false)
+	cons.WaitDistinct(n, 30*time.Second)
+	if got := af.Stats().Forwarded.Load(); got != n {
+		t.Fatalf("A->F forwarded %d, want all %d", got, n)
+	}
+	if got := ab.Stats().Forwarded.Load() + ad.Stats().Forwarded.Load(); got != 0 {
+		t.Fatalf("the three-hop routes carried %d messages", got)
+	}
+
+	// Cut A–F.
+	if err := af.stop(); err != nil {
+		t.Fatal(err)
+	}
+	fa.stop()
+	stomptest.Eventually(t, 15*time.Second, func() error {
+		if n := ab.Stats().DemandSubs.Load() + ad.Stats().DemandSubs.Load(); n != 1 {
+			return fmt.Errorf("A holds %d demand subscriptions over the three-hop routes, want 1", n)
+		}
+		return nil
+	})
+	stomptest.SendN(t, A.StompURI(), "/queue/route", n, n, false)
+	cons.WaitDistinct(2*n, 60*time.Second)
+	if m := cons.Missing(0, 2*n); len(m) != 0 {
+		t.Fatalf("missing %v", m)
+	}
+	if d := cons.Duplicates(); d != 0 {
+		t.Fatalf("%d duplicates", d)
+	}
+	t.Logf("after the cut: A->B forwarded %d, A->D forwarded %d", ab.Stats().Forwarded.Load(), ad.Stats().Forwarded.Load())
+}
+
+// TestSelectorsUnderConduit: a consumer on B selects color='red', one on C (two
+// hops, through B) color='blue': only red reaches B, only blue reaches C, and
+// nothing else leaves A. Two consumers with different selectors on one broker
+// share one demand subscription whose selector is their OR.
+func TestSelectorsUnderConduit(t *testing.T) {
+	bs := startBrokers(t, 3, false)
+	a, b, c := bs[0], bs[1], bs[2]
+	ab := startBridge(t, a.StompURI(), b.StompURI(), withTTL(2))
+	bc := startBridge(t, b.StompURI(), c.StompURI(), withTTL(2))
+	red := stomptest.Subscribe(t, b.StompURI(), "/queue/paint", "selector", "color = 'red'")
+	blue := stomptest.Subscribe(t, c.StompURI(), "/queue/paint", "selector", "color = 'blue'")
+	waitDemand(t, bc, 1, 10*time.Second)
+	waitDemand(t, ab, 2, 10*time.Second)
+	for _, color := range []string{"red", "blue", "green"} {
+		stomptest.SendN(t, a.StompURI(), "/queue/paint", 0, 50, false, "color", color)
+	}
+	red.WaitDistinct(50, 20*time.Second)
+	blue.WaitDistinct(50, 20*time.Second)
+	for _, f := range red.Frames() {
+		if f.Header.Get("color") != "red" {
+			t.Fatalf("B got a %s message", f.Header.Get("color"))
+		}
+	}
+	for _, f := range blue.Frames() {
+		if f.Header.Get("color") != "blue" {
+			t.Fatalf("C got a %s message", f.Header.Get("color"))
+		}
+	}
+	if got := queueSize(t, a, "paint"); got != 50 {
+		t.Fatalf("A holds %d messages, want the 50 green ones", got)
+	}
+	if got := ab.Stats().Forwarded.Load(); got != 100 {
+		t.Fatalf("A->B forwarded %d, want 100 (red and blue only)", got)
+	}
+
+	t.Run("conduit OR on one broker", func(t *testing.T) {
+		r := stomptest.Subscribe(t, b.StompURI(), "/queue/mix", "selector", "color = 'red'")
+		bl := stomptest.Subscribe(t, b.StompURI(), "/queue/mix", "selector", "color = 'blue'")
+		stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "mix", 1) })
+		for _, color := range []string{"red", "blue", "green"} {
+			stomptest.SendN(t, a.StompURI(), "/queue/mix", 0, 30, false, "color", color)
+		}
+		r.WaitDistinct(30, 20*time.Second)
+		bl.WaitDistinct(30, 20*time.Second)
+		if got := queueSize(t, a, "mix"); got != 30 {
+			t.Fatalf("A holds %d, want the 30 green ones", got)
+		}
+		// The blue consumer leaves: the subscription is re-issued for red only,
+		// and blue messages sent afterwards stay on A.
+		bl.Close()
+		stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "mix", 1) })
+		stomptest.SendN(t, a.StompURI(), "/queue/mix", 100, 30, false, "color", "red")
+		stomptest.SendN(t, a.StompURI(), "/queue/mix", 200, 30, false, "color", "blue")
+		r.WaitDistinct(60, 20*time.Second)
+		stomptest.Eventually(t, 10*time.Second, func() error {
+			if got := queueSize(t, a, "mix"); got != 60 {
+				return fmt.Errorf("A holds %d, want 30 green + 30 blue", got)
+			}
+			return nil
+		})
+		if d := r.Duplicates(); d != 0 {
+			t.Fatalf("%d duplicates across the re-issue", d)
+		}
+	})
+}
+
+func consumersOnQueue(b *testbroker.ActiveMQ, q string, n int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := b.QueueStats(ctx, q)
+	if err != nil {
+		return err
+	}
+	if st.ConsumerCount != n {
+		return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
+	}
+	return nil
+}
+
+// TestStuckMessagesReplay: messages forwarded A→B whose consumer then leaves B,
+// while a consumer now waits on A: with replay on they come back and are all
+// consumed on A; with replay off they stay on B.
+func TestStuckMessagesReplay(t *testing.T) {
+	for _, replay := range []bool{true, false} {
+		t.Run(fmt.Sprintf("replay %v", replay), func(t *testing.T) {
+			bs := startBrokers(t, 2, false)
+			a, b := bs[0], bs[1]
+			mod := func(c *bridge.Config) { c.Demand.ReplayWhenNoConsumers = replay }
+			ab, ba := duplex(t, a, b, mod)
+			const n = 1000
+			// A slow consumer on B: prefetch 1, so most messages wait on B's queue.
+			cb := stomptest.Subscribe(t, b.StompURI(), "/queue/stuck", "activemq.prefetchSize", "1")
+			// With replay, A->B also holds a replay subscription on A (A has no
+			// consumer of its own), so wait for the demand itself on A.
+			stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "stuck", map[bool]int64{true: 2, false: 1}[replay]) })
+			stomptest.SendN(t, a.StompURI(), "/queue/stuck", 0, n, false)
+			stomptest.Eventually(t, 30*time.Second, func() error {
+				if f := ab.Stats().Forwarded.Load(); f != n {
+					return fmt.Errorf("A->B forwarded %d of %d", f, n)
+				}
+				return nil
+			})
+			cb.Close()
+			gotB := cb.Distinct()
+			ca := stomptest.Subscribe(t, a.StompURI(), "/queue/stuck")
+			if replay {
+				stomptest.Eventually(t, 30*time.Second, func() error {
+					seen := map[int]bool{}
+					for _, s := range append(cb.Seqs(), ca.Seqs()...) {
+						seen[s] = true
+					}
+					if len(seen) != n {
+						return fmt.Errorf("%d of %d consumed (B %d, A %d)", len(seen), n, gotB, ca.Distinct())
+					}
+					return nil
+				})
+				if d := cb.Duplicates() + ca.Duplicates(); d != 0 {
+					t.Fatalf("%d duplicates", d)
+				}
+				for _, s := range cb.Seqs() {
+					for _, s2 := range ca.Seqs() {
+						if s == s2 {
+							t.Fatalf("message %d consumed on B and again on A", s)
+						}
+					}
+				}
+				t.Logf("B consumed %d before leaving; A consumed the other %d via replay (B->A forwarded %d)", gotB, ca.Distinct(), ba.Stats().Forwarded.Load())
+			} else {
+				waitDemand(t, ba, 1, 10*time.Second)
+				want := int64(n - cb.Count())
+				stomptest.Eventually(t, 10*time.Second, func() error {
+					if got := queueSize(t, b, "stuck"); got != want {
+						return fmt.Errorf("B holds %d, want %d", got, want)
+					}
+					return nil
+				})
+				if got := ba.Stats().Forwarded.Load(); got != 0 {
+					t.Fatalf("B->A forwarded %d stuck messages without replay", got)
+				}
+			}
+		})
+	}
+}
+
+// TestChurn: 200 consumers on B created and closed at random over four queues
+// and two topics; the demand table follows them, and afterwards no demand
+// subscription is left anywhere.
+func TestChurn(t *testing.T) {
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	dests := []string{"/queue/churn0", "/queue/churn1", "/queue/churn2", "/queue/churn3", "/topic/churn4", "/topic/churn5"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	type live struct {
+		conn *stomp.Conn
+		dest string
+	}
+	var open []live
+	ctx := context.Background()
+	check := func() {
+		t.Helper()
+		want := map[string]bool{}
+		for _, l := range open {
+			want[l.dest] = true
+		}
+		stomptest.Eventually(t, 15*time.Second, func() error {
+			if got := br.Stats().DemandSubs.Load(); got != int64(len(want)) || br.Stats().PendingSubs.Load() != 0 {
+				return fmt.Errorf("bridge holds %d demand subscriptions (%d pending), consumers on B cover %d destinations",
+					got, br.Stats().PendingSubs.Load(), len(want))
+			}
+			return nil
+		})
+	}
+	created := 0
+	for created < 200 || len(open) > 0 {
+		if created < 200 && (len(open) == 0 || rng.IntN(3) > 0) {
+			c := stomptest.Dial(t, b.StompURI())
+			d := dests[rng.IntN(len(dests))]
+			if err := c.Subscribe(ctx, "churn", d, "auto"); err != nil {
+				t.Fatal(err)
+			}
+			open = append(open, live{c, d})
+			created++
+		} else {
+			i := rng.IntN(len(open))
+			open[i].conn.Close(ctx)
+			open = append(open[:i], open[i+1:]...)
+		}
+		if created%40 == 0 && created > 0 {
+			check()
+		}
+	}
+	check()
+	for _, d := range dests[:4] {
+		if err := consumersOnQueue(a, d[len("/queue/"):], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDurableDemandSurvivesRestart: a durable subscriber on B gets a durable
+// demand subscription on A; messages published while the bridge is down are
+// forwarded when it is back.
+func TestDurableDemandSurvivesRestart(t *testing.T) {
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	sub := stomptest.Subscribe(t, b.StompURI()+"?clientId=durable-consumer", "/topic/news",
+		"activemq.subscriptionName", "reader")
+	waitDemand(t, br, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/topic/news", 0, 100, true)
+	sub.WaitDistinct(100, 20*time.Second)
+
+	if err := br.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Published while no bridge runs: kept by the durable demand subscription on A.
+	stomptest.SendN(t, a.StompURI(), "/topic/news", 100, 100, true)
+	startBridge(t, a.StompURI(), b.StompURI(), nil)
+	sub.WaitDistinct(200, 30*time.Second)
+	if d := sub.Duplicates(); d != 0 {
+		t.Fatalf("%d duplicates", d)
+	}
+}
