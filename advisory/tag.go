@@ -33,6 +33,10 @@ const (
 	// HopsHeader names the header that holds the number of entries of
 	// PathHeader in decimal.
 	HopsHeader = "BrokernetHops"
+	// ForHeader names the header of a forwarded topic message that lists, as
+	// "|ID1|ID2|", the brokers the previous broker sent it here for: the Tag.For
+	// of the demand subscriptions that took it there (see FormatPath).
+	ForHeader = "BrokernetFor"
 )
 
 // ConvertStringPrefix is the prefix ActiveMQ puts in front of every selector
@@ -45,6 +49,8 @@ const (
 	pathClauseStart   = "(BrokernetPath IS NULL OR BrokernetPath NOT LIKE '"
 	pathClauseEnd     = `' ESCAPE '\')`
 	hopsClauseStart   = " AND (BrokernetHops IS NULL OR BrokernetHops < "
+	forClauseStart    = " AND (BrokernetPath IS NULL OR BrokernetFor LIKE '"
+	forClauseEnd      = `' ESCAPE '\')`
 	tagClauseStart    = " AND 'brokernet' <> '"
 	replayClauseStart = "BrokernetPath LIKE '"
 	replayClauseEnd   = `' ESCAPE '\'`
@@ -72,6 +78,14 @@ type Tag struct {
 	// Replay marks a replay subscription (see ReplaySelector). It is not
 	// demand: other bridges must not forward messages for it.
 	Replay bool
+	// For, when set, is the broker a topic demand subscription forwards toward
+	// (its consumers' broker, Path[0]). Selector then adds a routing clause: a
+	// message that arrived from another broker is taken only if the previous
+	// broker sent it here for For (ForHeader). Without it a topic message that
+	// reached a broker for that broker's own subscribers would travel on along
+	// every other route too, and subscribers in a looped or branched network
+	// would get copies. It is written as a clause, not in the tag literal.
+	For string
 }
 
 // Selector builds the full selector of a demand subscription.
@@ -101,6 +115,11 @@ func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 		b.WriteString(hopsClauseStart)
 		b.WriteString(strconv.Itoa(maxHops))
 		b.WriteString(")")
+	}
+	if tag.For != "" {
+		b.WriteString(forClauseStart)
+		b.WriteString(sqlString(likePattern(tag.For)))
+		b.WriteString(forClauseEnd)
 	}
 	b.WriteString(tagClauseStart)
 	b.WriteString(sqlString(tag.literal()))
@@ -265,9 +284,23 @@ func parseHopSelector(s string) (user string, tag Tag, notVisited string, maxHop
 		}
 		maxHops, rest = n, after
 	}
+	forID := ""
+	if r, found := strings.CutPrefix(rest, forClauseStart); found {
+		like, after, ok := cutSQLString(r)
+		if !ok {
+			return "", Tag{}, "", 0, false
+		}
+		if forID, ok = unlikePattern(like); !ok {
+			return "", Tag{}, "", 0, false
+		}
+		if rest, ok = strings.CutPrefix(after, forClauseEnd[1:]); !ok {
+			return "", Tag{}, "", 0, false
+		}
+	}
 	if tag, ok = cutTagClause(rest); !ok {
 		return "", Tag{}, "", 0, false
 	}
+	tag.For = forID
 	if Selector(user, notVisited, maxHops, tag) != s {
 		return "", Tag{}, "", 0, false
 	}

@@ -388,3 +388,15 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestSelectorForClause(t *testing.T) {
+	sel := Selector("", "R", 2, Tag{Path: []string{"B"}, Origin: "o", For: "B"})
+	want := `(BrokernetPath IS NULL OR BrokernetPath NOT LIKE '%|R|%' ESCAPE '\') AND (BrokernetHops IS NULL OR BrokernetHops < 2) AND (BrokernetPath IS NULL OR BrokernetFor LIKE '%|B|%' ESCAPE '\') AND 'brokernet' <> 'v1;path=B;origin=o'`
+	if sel != want {
+		t.Fatalf("Selector =\n%s\nwant\n%s", sel, want)
+	}
+	user, tag, ok := ParseSelector(ConvertStringPrefix + sel)
+	if !ok || user != "" || tag.For != "B" || tag.Origin != "o" {
+		t.Fatalf("ParseSelector = %q, %+v, %v", user, tag, ok)
+	}
+}

@@ -27,6 +27,7 @@ var dropOnForward = map[string]bool{
 	"redelivered":       true,
 	advisory.PathHeader: true,
 	advisory.HopsHeader: true,
+	advisory.ForHeader:  true,
 }
 
 // forwardFrame turns a MESSAGE received locally into the SEND for the remote broker,
@@ -36,7 +37,7 @@ var dropOnForward = map[string]bool{
 // demand subscription's selector keeps the local broker from dispatching a message
 // whose path holds the remote broker or whose hop count reached messageTTL, so a
 // message never revisits a broker and never travels further than allowed.
-func forwardFrame(m *frame.Frame, localID, tx string) *frame.Frame {
+func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Frame {
 	h := m.Header
 	out := &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(), Body: m.Body}
 	out.Header.Add(frame.Destination, h.Get(frame.Destination))
@@ -44,6 +45,9 @@ func forwardFrame(m *frame.Frame, localID, tx string) *frame.Frame {
 	hops, _ := strconv.Atoi(h.Get(advisory.HopsHeader))
 	out.Header.Add(advisory.PathHeader, advisory.AppendPath(h.Get(advisory.PathHeader), localID))
 	out.Header.Add(advisory.HopsHeader, strconv.Itoa(hops+1))
+	if len(forIDs) > 0 {
+		out.Header.Add(advisory.ForHeader, advisory.FormatPath(forIDs))
+	}
 	if _, ok := h.Contains(frame.ContentLength); ok {
 		// A content-length makes ActiveMQ build a BytesMessage, its absence a
 		// TextMessage: keep whichever the producer chose.

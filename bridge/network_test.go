@@ -448,3 +448,73 @@ func TestDurableDemandSurvivesRestart(t *testing.T) {
 		t.Fatalf("%d duplicates", d)
 	}
 }
+
+// TestTopicsExactlyOnce: topic subscribers on every broker of a chain and of a
+// looped full mesh each get every message published anywhere exactly once.
+func TestTopicsExactlyOnce(t *testing.T) {
+	bs := startBrokers(t, 3, false)
+	mod := chain(withTTL(3), func(c *bridge.Config) {
+		c.Demand.DecreasePriority = true
+		c.Demand.SuppressQueues, c.Demand.SuppressTopics = true, true
+	})
+	// want is the number of demand subscriptions each bridge (x->y, y->x per
+	// link, in order) holds once suppression has settled: in the chain, A->B
+	// serves B's subscriber and C's through B; in the triangle every broker
+	// reaches every other directly.
+	cases := []struct {
+		name  string
+		links [][2]int
+		want  []int64
+	}{
+		{"chain", [][2]int{{0, 1}, {1, 2}}, []int64{2, 1, 1, 2}},
+		{"triangle", [][2]int{{0, 1}, {1, 2}, {0, 2}}, []int64{1, 1, 1, 1, 1, 1}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "/topic/once" + strconv.Itoa(i)
+			var bridges []*running
+			for _, l := range tc.links {
+				x, y := duplex(t, bs[l[0]], bs[l[1]], mod)
+				bridges = append(bridges, x, y)
+			}
+			subs := make([]*stomptest.Consumer, 3)
+			for x := range bs {
+				subs[x] = stomptest.Subscribe(t, bs[x].StompURI(), topic)
+			}
+			// Settled: every bridge holds the expected demand, and no advisory has
+			// arrived anywhere for three polls in a row.
+			var lastAdv int64 = -1
+			quiet := 0
+			stomptest.Eventually(t, 20*time.Second, func() error {
+				var adv int64
+				for i, br := range bridges {
+					adv += br.Stats().Advisories.Load()
+					if got := br.Stats().DemandSubs.Load(); got != tc.want[i] || br.Stats().PendingSubs.Load() != 0 {
+						quiet = 0
+						return fmt.Errorf("bridge %s holds %d demand subscriptions, want %d", br.Name(), got, tc.want[i])
+					}
+				}
+				if adv != lastAdv {
+					lastAdv, quiet = adv, 0
+					return fmt.Errorf("advisories still arriving")
+				}
+				if quiet++; quiet < 3 {
+					return fmt.Errorf("waiting for quiet")
+				}
+				return nil
+			})
+			for x := range bs {
+				stomptest.SendN(t, bs[x].StompURI(), topic, x*100, 100, false)
+			}
+			for x, s := range subs {
+				s.WaitDistinct(300, 30*time.Second)
+				stomptest.Eventually(t, 5*time.Second, func() error {
+					if d := s.Duplicates(); d != 0 {
+						return fmt.Errorf("subscriber on broker %d got %d duplicates", x, d)
+					}
+					return nil
+				})
+			}
+		})
+	}
+}

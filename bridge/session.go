@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,8 +44,15 @@ type session struct {
 	// subscription with the same name is gone: ActiveMQ refuses a second one.
 	waitingDurable map[string]demand.Subscription
 
-	subs     map[string]*demandSub // by STOMP subscription id
-	overlaps map[string]*overlap   // by subscription id, while a topic subscription is replaced
+	subs map[string]*demandSub // by STOMP subscription id
+
+	// seen remembers the ids of recent topic messages while a topic has more
+	// than one of our demand subscriptions (routes to several brokers, or a
+	// subscription being replaced): the broker gives each a copy, and each
+	// message is forwarded once. A ring bounds it.
+	seen     map[string]struct{}
+	seenRing []string
+	seenPos  int
 
 	replayDue *notifier // replay subscriptions whose delay has passed
 	timers    []*time.Timer
@@ -73,15 +81,16 @@ type demandSub struct {
 	removing   bool // UNSUBSCRIBE is due once inFlight reaches zero
 	unsub      demand.Change
 	inFlight   int // forwarded, not yet confirmed
+	// forID is the broker this topic subscription forwards toward (Tag.For).
+	forID string
+	// replaced is an Unsubscribe waiting for its replacement to be confirmed by
+	// the broker: until then this subscription keeps forwarding, so that a topic
+	// loses nothing in between (copies are de-duplicated).
+	replaced *demand.Change
 }
 
-// overlap de-duplicates a topic while its demand subscription is replaced by one
-// with another selector: both receive the messages published meanwhile, and each
-// message id is forwarded once.
-type overlap struct {
-	ids  []string
-	seen map[string]struct{}
-}
+// seenCapacity bounds the topic message ids remembered for de-duplication.
+const seenCapacity = 1 << 16
 
 // txn is one transaction on the remote broker. Its parts record, per demand
 // subscription, how many messages it carries and the ack id of the last one: the
@@ -140,7 +149,8 @@ func newSession(b *Bridge) *session {
 		b:              b,
 		cfg:            &b.cfg,
 		subs:           make(map[string]*demandSub),
-		overlaps:       make(map[string]*overlap),
+		seen:           make(map[string]struct{}),
+		seenRing:       make([]string, seenCapacity),
 		waitingDurable: make(map[string]demand.Subscription),
 		commits:        make(chan txResult, 64),
 		ready:          newNotifier(),
@@ -322,6 +332,9 @@ func (s *session) loop(ctx, wctx context.Context) error {
 				if ds, ok := s.subs[id]; ok {
 					ds.active = true
 				}
+				if err := s.retireReplaced(wctx, id); err != nil {
+					return err
+				}
 			}
 			s.updateSubStats()
 		case <-s.local.Done():
@@ -407,10 +420,6 @@ func (s *session) apply(ctx context.Context, changes []demand.Change) error {
 			if err := s.subscribe(ctx, ch.Sub); err != nil {
 				return err
 			}
-			if ch.Replaces != "" && ch.Sub.Destination.Kind == destination.Topic {
-				ov := &overlap{ids: []string{ch.Replaces, ch.Sub.ID}, seen: make(map[string]struct{})}
-				s.overlaps[ch.Replaces], s.overlaps[ch.Sub.ID] = ov, ov
-			}
 		case demand.Unsubscribe:
 			if err := s.unsubscribe(ctx, ch); err != nil {
 				return err
@@ -462,7 +471,11 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 	}); err != nil {
 		return fmt.Errorf("local broker: %w", err)
 	}
-	s.subs[sub.ID] = &demandSub{sub: sub, conn: conn, individual: f.Header.Get(frame.Ack) == "client-individual"}
+	ds := &demandSub{sub: sub, conn: conn, individual: f.Header.Get(frame.Ack) == "client-individual"}
+	if _, tag, ok := advisory.ParseSelector(sub.Selector); ok {
+		ds.forID = tag.For
+	}
+	s.subs[sub.ID] = ds
 	s.updateSubStats()
 	ev := s.b.log.Info().Str("destination", sub.Destination.String()).Str("sub", sub.ID).
 		Int("priority", sub.Priority).Strs("consumers", sub.Consumers)
@@ -525,6 +538,22 @@ func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
 		return nil
 	}
 	ds, ok := s.subs[ch.Sub.ID]
+	if ok && ch.ReplacedBy != "" {
+		if next, ok := s.subs[ch.ReplacedBy]; ok && !next.active {
+			ds.replaced = &ch
+			return nil
+		}
+	}
+	// Anything waiting for this one to be confirmed as a replacement goes now.
+	for _, other := range s.subs {
+		if other.replaced != nil && other.replaced.ReplacedBy == ch.Sub.ID {
+			pending := *other.replaced
+			other.replaced = nil
+			if err := s.unsubscribe(ctx, pending); err != nil {
+				return err
+			}
+		}
+	}
 	if !ok {
 		if ch.DestroyDurable && ch.Sub.DurableName != "" {
 			// Deactivated earlier (KeepDurable): only the durable remains to destroy.
@@ -542,11 +571,6 @@ func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
 
 func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
 	delete(s.subs, ds.sub.ID)
-	if ov, ok := s.overlaps[ds.sub.ID]; ok {
-		for _, id := range ov.ids {
-			delete(s.overlaps, id)
-		}
-	}
 	s.updateSubStats()
 	if err := ds.conn.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, ds.sub.ID)); err != nil {
 		return fmt.Errorf("local broker: %w", err)
@@ -564,6 +588,21 @@ func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
 	if next, ok := s.waitingDurable[ds.sub.DurableName]; ok && ds.sub.DurableName != "" {
 		delete(s.waitingDurable, ds.sub.DurableName)
 		return s.subscribe(ctx, next)
+	}
+	return nil
+}
+
+// retireReplaced unsubscribes the subscriptions that waited for id, their
+// replacement, to be confirmed.
+func (s *session) retireReplaced(ctx context.Context, id string) error {
+	for _, ds := range s.subs {
+		if ds.replaced != nil && ds.replaced.ReplacedBy == id {
+			ch := *ds.replaced
+			ds.replaced = nil
+			if err := s.unsubscribe(ctx, ch); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -606,16 +645,21 @@ func (s *session) onLocalMessage(ctx context.Context, f *frame.Frame) error {
 	if err := s.beginIfNeeded(ctx); err != nil {
 		return err
 	}
-	if ov, ok := s.overlaps[subID]; ok {
-		id := f.Header.Get(frame.MessageId)
-		if _, dup := ov.seen[id]; dup {
-			// The other subscription of the pair forwarded it: acknowledge only.
-			s.open.addPart(ds, 0, ackRefOf(f))
-			return nil
+	var forIDs []string
+	if ds.sub.Destination.Kind == destination.Topic {
+		var routes int
+		forIDs, routes = s.topicRoutes(ds.sub.Destination)
+		if routes > 1 {
+			id := f.Header.Get(frame.MessageId)
+			if _, dup := s.seen[id]; dup {
+				// Another of our subscriptions forwarded this message: acknowledge only.
+				s.open.addPart(ds, 0, ackRefOf(f))
+				return nil
+			}
+			s.remember(id)
 		}
-		ov.seen[id] = struct{}{}
 	}
-	out := forwardFrame(f, s.localID, s.open.id)
+	out := forwardFrame(f, s.localID, s.open.id, forIDs)
 	if err := s.remote.Write(ctx, out); err != nil {
 		return fmt.Errorf("remote broker: %w", err)
 	}
@@ -623,6 +667,32 @@ func (s *session) onLocalMessage(ctx context.Context, f *frame.Frame) error {
 	ds.inFlight++
 	s.inFlight++
 	return nil
+}
+
+// topicRoutes returns the brokers our live subscriptions on topic d forward
+// toward (their Tag.For), and how many such subscriptions there are.
+func (s *session) topicRoutes(d destination.Destination) (forIDs []string, n int) {
+	for _, ds := range s.subs {
+		if ds.removing || ds.sub.Destination != d {
+			continue
+		}
+		n++
+		if ds.forID != "" && !slices.Contains(forIDs, ds.forID) {
+			forIDs = append(forIDs, ds.forID)
+		}
+	}
+	slices.Sort(forIDs)
+	return forIDs, n
+}
+
+// remember records a forwarded topic message id, forgetting the oldest.
+func (s *session) remember(id string) {
+	if old := s.seenRing[s.seenPos]; old != "" {
+		delete(s.seen, old)
+	}
+	s.seenRing[s.seenPos] = id
+	s.seenPos = (s.seenPos + 1) % len(s.seenRing)
+	s.seen[id] = struct{}{}
 }
 
 // beginIfNeeded opens a remote transaction if none is open.

@@ -288,6 +288,9 @@ func orSelectors(sels []string) string {
 func (t *Table) demandSpec(s *slot) *Subscription {
 	user := orSelectors(s.selectors())
 	tag := advisory.Tag{Path: s.path, Origin: s.origin}
+	if s.key.dest.Kind == destination.Topic && len(s.path) > 0 {
+		tag.For = s.path[0]
+	}
 	sub := &Subscription{
 		Destination:  s.key.dest,
 		Selector:     advisory.Selector(user, t.opts.RemoteID, t.opts.MessageTTL, tag),
