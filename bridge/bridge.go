@@ -47,6 +47,9 @@ type Config struct {
 	// remote broker has demand for it, before the messages that came from there are
 	// replayed back (Demand.ReplayWhenNoConsumers; ActiveMQ's replayDelay).
 	ReplayDelay time.Duration
+	// ReplayRateLimit caps replayed messages per second (0: no limit), like
+	// ActiveMQ's rateLimit on the conditional network bridge filter.
+	ReplayRateLimit int
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// Log receives one line per state change.

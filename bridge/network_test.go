@@ -262,7 +262,7 @@ func TestSelectorsUnderConduit(t *testing.T) {
 	t.Run("conduit OR on one broker", func(t *testing.T) {
 		r := stomptest.Subscribe(t, b.StompURI(), "/queue/mix", "selector", "color = 'red'")
 		bl := stomptest.Subscribe(t, b.StompURI(), "/queue/mix", "selector", "color = 'blue'")
-		stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "mix", 1) })
+		stomptest.Eventually(t, 10*time.Second, func() error { return a.CheckQueueConsumers("mix", 1) })
 		for _, color := range []string{"red", "blue", "green"} {
 			stomptest.SendN(t, a.StompURI(), "/queue/mix", 0, 30, false, "color", color)
 		}
@@ -274,7 +274,7 @@ func TestSelectorsUnderConduit(t *testing.T) {
 		// The blue consumer leaves: the subscription is re-issued for red only,
 		// and blue messages sent afterwards stay on A.
 		bl.Close()
-		stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "mix", 1) })
+		stomptest.Eventually(t, 10*time.Second, func() error { return a.CheckQueueConsumers("mix", 1) })
 		stomptest.SendN(t, a.StompURI(), "/queue/mix", 100, 30, false, "color", "red")
 		stomptest.SendN(t, a.StompURI(), "/queue/mix", 200, 30, false, "color", "blue")
 		r.WaitDistinct(60, 20*time.Second)
@@ -290,35 +290,29 @@ func TestSelectorsUnderConduit(t *testing.T) {
 	})
 }
 
-func consumersOnQueue(b *testbroker.ActiveMQ, q string, n int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := b.QueueStats(ctx, q)
-	if err != nil {
-		return err
-	}
-	if st.ConsumerCount != n {
-		return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
-	}
-	return nil
-}
-
 // TestStuckMessagesReplay: messages forwarded A→B whose consumer then leaves B,
 // while a consumer now waits on A: with replay on they come back and are all
 // consumed on A; with replay off they stay on B.
 func TestStuckMessagesReplay(t *testing.T) {
-	for _, replay := range []bool{true, false} {
-		t.Run(fmt.Sprintf("replay %v", replay), func(t *testing.T) {
+	for _, tc := range []struct {
+		replay bool
+		rate   int
+	}{{true, 0}, {true, 500}, {false, 0}} {
+		replay := tc.replay
+		t.Run(fmt.Sprintf("replay %v rate limit %d", tc.replay, tc.rate), func(t *testing.T) {
 			bs := startBrokers(t, 2, false)
 			a, b := bs[0], bs[1]
-			mod := func(c *bridge.Config) { c.Demand.ReplayWhenNoConsumers = replay }
+			mod := func(c *bridge.Config) {
+				c.Demand.ReplayWhenNoConsumers = replay
+				c.ReplayRateLimit = tc.rate
+			}
 			ab, ba := duplex(t, a, b, mod)
 			const n = 1000
 			// A slow consumer on B: prefetch 1, so most messages wait on B's queue.
 			cb := stomptest.Subscribe(t, b.StompURI(), "/queue/stuck", "activemq.prefetchSize", "1")
 			// With replay, A->B also holds a replay subscription on A (A has no
 			// consumer of its own), so wait for the demand itself on A.
-			stomptest.Eventually(t, 10*time.Second, func() error { return consumersOnQueue(a, "stuck", map[bool]int64{true: 2, false: 1}[replay]) })
+			stomptest.Eventually(t, 10*time.Second, func() error { return a.CheckQueueConsumers("stuck", map[bool]int64{true: 2, false: 1}[replay]) })
 			stomptest.SendN(t, a.StompURI(), "/queue/stuck", 0, n, false)
 			stomptest.Eventually(t, 30*time.Second, func() error {
 				if f := ab.Stats().Forwarded.Load(); f != n {
@@ -328,6 +322,7 @@ func TestStuckMessagesReplay(t *testing.T) {
 			})
 			cb.Close()
 			gotB := cb.Distinct()
+			started := time.Now()
 			ca := stomptest.Subscribe(t, a.StompURI(), "/queue/stuck")
 			if replay {
 				stomptest.Eventually(t, 30*time.Second, func() error {
@@ -350,7 +345,8 @@ func TestStuckMessagesReplay(t *testing.T) {
 						}
 					}
 				}
-				t.Logf("B consumed %d before leaving; A consumed the other %d via replay (B->A forwarded %d)", gotB, ca.Distinct(), ba.Stats().Forwarded.Load())
+				t.Logf("B consumed %d before leaving; A consumed the other %d via replay in %s (B->A forwarded %d)",
+					gotB, ca.Distinct(), time.Since(started).Round(time.Millisecond), ba.Stats().Forwarded.Load())
 			} else {
 				waitDemand(t, ba, 1, 10*time.Second)
 				want := int64(n - cb.Count())
@@ -418,7 +414,7 @@ func TestChurn(t *testing.T) {
 	}
 	check()
 	for _, d := range dests[:4] {
-		if err := consumersOnQueue(a, d[len("/queue/"):], 0); err != nil {
+		if err := a.CheckQueueConsumers(d[len("/queue/"):], 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -54,8 +54,15 @@ type session struct {
 	seenRing []string
 	seenPos  int
 
-	replayDue *notifier // replay subscriptions whose delay has passed
+	replayDue *notifier // replay subscriptions whose delay has passed ("" = rate limiter tick)
 	timers    []*time.Timer
+
+	// Replay rate limiting (Config.ReplayRateLimit): a token bucket and the
+	// replay messages waiting for tokens.
+	replayQ     []*frame.Frame
+	tokens      float64
+	refilled    time.Time
+	replayTimer bool
 
 	open       *txn          // transaction being filled, nil if none
 	committing int           // commits awaiting their receipt
@@ -304,6 +311,17 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			}
 		case <-s.replayDue.signal:
 			for _, id := range s.replayDue.take() {
+				if id == "" {
+					// The replay rate limiter's timer.
+					s.replayTimer = false
+					if err := s.drainReplays(wctx); err != nil {
+						return err
+					}
+					if err := s.maybeCommit(wctx, len(localIn) == 0); err != nil {
+						return err
+					}
+					continue
+				}
 				if sub, ok := s.table.Lookup(id); ok && sub.Replay {
 					if err := s.subscribe(wctx, sub); err != nil {
 						return err
@@ -633,6 +651,44 @@ func (s *session) onLocalMessage(ctx context.Context, f *frame.Frame) error {
 		// Not ours any more: the broker takes it back with the UNSUBSCRIBE.
 		return nil
 	}
+	if ds.sub.Replay && s.cfg.ReplayRateLimit > 0 {
+		// Replays are throttled; the queue keeps their order, so the cumulative
+		// ACK never covers a message still waiting here.
+		s.replayQ = append(s.replayQ, f)
+		return s.drainReplays(ctx)
+	}
+	return s.forward(ctx, ds, f)
+}
+
+// drainReplays forwards queued replay messages as the rate limit allows and
+// schedules the next attempt for the rest.
+func (s *session) drainReplays(ctx context.Context) error {
+	now := time.Now()
+	rate := float64(s.cfg.ReplayRateLimit)
+	s.tokens = min(rate, s.tokens+now.Sub(s.refilled).Seconds()*rate)
+	s.refilled = now
+	for len(s.replayQ) > 0 && s.tokens >= 1 {
+		f := s.replayQ[0]
+		s.replayQ = s.replayQ[1:]
+		ds, ok := s.subs[f.Header.Get(frame.Subscription)]
+		if !ok || ds.removing {
+			continue
+		}
+		s.tokens--
+		if err := s.forward(ctx, ds, f); err != nil {
+			return err
+		}
+	}
+	if len(s.replayQ) > 0 && !s.replayTimer {
+		s.replayTimer = true
+		wait := time.Duration((1 - s.tokens) / rate * float64(time.Second))
+		s.timers = append(s.timers, time.AfterFunc(wait, func() { s.replayDue.add("") }))
+	}
+	return nil
+}
+
+// forward sends one message of demand subscription ds inside the open transaction.
+func (s *session) forward(ctx context.Context, ds *demandSub, f *frame.Frame) error {
 	if ds.individual {
 		// A static wildcard subscription: check the concrete destination, as
 		// ActiveMQ does at forward time. A forbidden message is neither forwarded

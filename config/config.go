@@ -164,6 +164,9 @@ type NetworkConnector struct {
 	// ReplayDelay is how long after the last forward a replay may happen.
 	// Default 0.
 	ReplayDelay time.Duration
+	// ReplayRateLimit caps replayed messages per second; 0 means no limit
+	// (ActiveMQ's conditionalNetworkBridgeFilterFactory rateLimit).
+	ReplayRateLimit int
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string

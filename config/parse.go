@@ -29,7 +29,7 @@ var (
 		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions", "prefetchSize", "window",
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
-		"replayWhenNoConsumers", "replayDelay", "remoteId", "gossip",
+		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
 	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI"}
 )
@@ -297,6 +297,13 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	t.boolean("replayWhenNoConsumers", &nc.ReplayWhenNoConsumers)
 	if v, ok := t.duration("replayDelay"); ok {
 		nc.ReplayDelay = v
+	}
+	if n, ok := t.integer("replayRateLimit"); ok {
+		if n < 0 {
+			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", n)
+		} else {
+			nc.ReplayRateLimit = n
+		}
 	}
 	if s, ok := t.str("remoteId"); ok && s != "" {
 		switch {

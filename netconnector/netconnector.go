@@ -247,7 +247,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		Local: local[0], LocalFailover: local[1:],
 		Remote: remote[0], RemoteFailover: remote[1:],
 		LocalID: c.local.ID, RemoteID: remoteID,
-		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, Log: c.log,
+		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
@@ -255,7 +255,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Local: remote[0], LocalFailover: remote[1:],
 			Remote: local[0], RemoteFailover: local[1:],
 			LocalID: remoteID, RemoteID: c.local.ID,
-			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, Log: c.log,
+			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 		})
 	}
 	return out

@@ -106,7 +106,7 @@ func TestStaticPeerDownAtStart(t *testing.T) {
 	for _, p := range []*testbroker.ActiveMQ{p1, p2} {
 		cons := stomptest.Subscribe(t, p.StompURI(), "/queue/static."+p.Name())
 		stomptest.Eventually(t, 10*time.Second, func() error {
-			return consumersOn(l, "static."+p.Name(), 1)
+			return l.CheckQueueConsumers("static."+p.Name(), 1)
 		})
 		stomptest.SendN(t, l.StompURI(), "/queue/static."+p.Name(), 0, 100, false)
 		cons.WaitDistinct(100, 20*time.Second)
@@ -117,21 +117,7 @@ func TestStaticPeerDownAtStart(t *testing.T) {
 	waitPeerUp(t, c, nc.URI.URIs[2].String(), 10*time.Second)
 	t.Logf("third peer bridged %s after it started", time.Since(up).Round(time.Millisecond))
 	cons := stomptest.Subscribe(t, p3.StompURI(), "/queue/static.P3")
-	stomptest.Eventually(t, 10*time.Second, func() error { return consumersOn(l, "static.P3", 1) })
+	stomptest.Eventually(t, 10*time.Second, func() error { return l.CheckQueueConsumers("static.P3", 1) })
 	stomptest.SendN(t, l.StompURI(), "/queue/static.P3", 0, 100, false)
 	cons.WaitDistinct(100, 20*time.Second)
-}
-
-// consumersOn checks that queue q on broker b has n consumers.
-func consumersOn(b *testbroker.ActiveMQ, q string, n int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := b.QueueStats(ctx, q)
-	if err != nil {
-		return err
-	}
-	if st.ConsumerCount != n {
-		return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
-	}
-	return nil
 }

@@ -132,39 +132,14 @@ func (l *lockedBuffer) String() string {
 
 func startBridgeProc(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
-	p := &bridgeProc{logs: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binPath, append([]string{"bridge", "--log-format", "json"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("bridge output:\n%s", p.logs.String())
-		}
-	})
-	return p
+	return startProc(t, append([]string{"bridge", "--log-format", "json"}, args...)...)
 }
 
 // waitConsumers waits until queue q on broker b has n consumers (our demand
 // subscription shows up as a consumer on the local broker).
 func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
 	t.Helper()
-	stomptest.Eventually(t, 30*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		st, err := b.QueueStats(ctx, q)
-		if err != nil {
-			return err
-		}
-		if st.ConsumerCount != n {
-			return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
-		}
-		return nil
-	})
+	stomptest.Eventually(t, 30*time.Second, func() error { return b.CheckQueueConsumers(q, n) })
 }
 
 func startPair(t *testing.T) (a, b *testbroker.ActiveMQ) {

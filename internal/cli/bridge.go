@@ -43,6 +43,7 @@ type bridgeFlags struct {
 	suppressTopics   bool
 	replay           bool
 	replayDelay      time.Duration
+	replayRate       int
 	localID          string
 	remoteID         string
 	logLevel         string
@@ -68,6 +69,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.suppressTopics, "suppress-duplicate-topic-subscriptions", true, "keep only the best route to each topic subscriber")
 	fs.BoolVar(&f.replay, "replay-when-no-consumers", false, "send queue messages back to where their consumer went")
 	fs.DurationVar(&f.replayDelay, "replay-delay", 0, "how long a queue must lack local consumers before replaying")
+	fs.IntVar(&f.replayRate, "replay-rate-limit", 0, "most replayed messages per second (0: no limit)")
 	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -116,12 +118,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
 			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: g[1:],
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, Log: log,
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
 				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: g[1:], Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, Log: log,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
 			})
 		}
 	}
@@ -184,6 +186,9 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 			return demand.Options{}, usagef("--static-include: %v", err)
 		}
 		static = append(static, p)
+	}
+	if f.replayRate < 0 {
+		return demand.Options{}, usagef("--replay-rate-limit %d: want 0 (no limit) or messages per second", f.replayRate)
 	}
 	if f.replayDelay < 0 {
 		return demand.Options{}, usagef("--replay-delay %s: must not be negative", f.replayDelay)

@@ -31,38 +31,39 @@ Validates FILE and reports every problem with its line, without connecting to an
 Flags:
 `
 
-func runCheck(_ context.Context, e *env, args []string) error {
-	fs := newFlagSet("check")
+// loadConfigFlag parses "-c FILE" and loads the file; its problems are usage errors.
+func loadConfigFlag(e *env, name, usage string, args []string) (string, *config.Config, error) {
+	fs := newFlagSet(name)
 	path := fs.String("c", "", "configuration file")
-	if _, err := parseFlags(e, fs, checkUsage, args); err != nil {
-		return err
+	if _, err := parseFlags(e, fs, usage, args); err != nil {
+		return "", nil, err
 	}
 	if *path == "" {
-		return usagef("-c FILE is required")
+		return "", nil, usagef("-c FILE is required")
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return usagef("%v", err)
+		return "", nil, usagef("%v", err)
+	}
+	return *path, cfg, nil
+}
+
+func runCheck(_ context.Context, e *env, args []string) error {
+	path, cfg, err := loadConfigFlag(e, "check", checkUsage, args)
+	if err != nil {
+		return err
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
-	fmt.Fprintf(e.stdout, "%s: ok (%d broker(s), %d network connector(s))\n", *path, len(cfg.Brokers), len(cfg.Connectors))
+	fmt.Fprintf(e.stdout, "%s: ok (%d broker(s), %d network connector(s))\n", path, len(cfg.Brokers), len(cfg.Connectors))
 	return nil
 }
 
 func runRun(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet("run")
-	path := fs.String("c", "", "configuration file")
-	if _, err := parseFlags(e, fs, runUsage, args); err != nil {
-		return err
-	}
-	if *path == "" {
-		return usagef("-c FILE is required")
-	}
-	cfg, err := config.Load(*path)
+	path, cfg, err := loadConfigFlag(e, "run", runUsage, args)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
@@ -74,7 +75,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return serveFederation(ctx, log, cfg, func() (*config.Config, error) { return config.Load(*path) }, hup)
+	return serveFederation(ctx, log, cfg, func() (*config.Config, error) { return config.Load(path) }, hup)
 }
 
 // serveFederation runs cfg until ctx ends, reloading on every value from reload.

@@ -281,3 +281,18 @@ func (QuietLogger) Debug(string)            {}
 func (QuietLogger) Info(string)             {}
 func (QuietLogger) Warning(string)          {}
 func (QuietLogger) Error(string)            {}
+
+// CheckQueueConsumers returns nil when queue q has exactly n consumers, and an
+// error saying how many it has otherwise (for polling in tests).
+func (b *ActiveMQ) CheckQueueConsumers(q string, n int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := b.QueueStats(ctx, q)
+	if err != nil {
+		return err
+	}
+	if st.ConsumerCount != n {
+		return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
+	}
+	return nil
+}
