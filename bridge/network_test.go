@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -512,5 +513,39 @@ func TestTopicsExactlyOnce(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestStaticInclude: a statically included destination is forwarded with no
+// consumer anywhere; exclusion still wins over it.
+func TestStaticInclude(t *testing.T) {
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	always, err := destination.ParsePattern("queue://always.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := destination.ParsePattern("queue://always.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := startBridge(t, a.StompURI(), b.StompURI(), func(c *bridge.Config) {
+		c.Demand.StaticInclude = []destination.Pattern{always}
+		c.Demand.Filter.Exclude = []destination.Pattern{never}
+	})
+	waitDemand(t, br, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/queue/always.orders", 0, 50, false)
+	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 0, 20, false)
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		if got := queueSize(t, b, "always.orders"); got != 50 {
+			return fmt.Errorf("B holds %d of the 50 statically forwarded messages", got)
+		}
+		return nil
+	})
+	if got := queueSize(t, a, "always.secret"); got != 20 {
+		t.Fatalf("A holds %d of the 20 excluded messages", got)
+	}
+	if got := queueSize(t, b, "always.secret"); got != 0 {
+		t.Fatalf("an excluded destination reached B (%d messages)", got)
 	}
 }
