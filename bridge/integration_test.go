@@ -419,3 +419,25 @@ func TestRemoteRestartLosesNothing(t *testing.T) {
 		t.Fatalf("bridge had %d sessions, want a reconnect", s)
 	}
 }
+
+// TestMalformedAdvisoryIsSkipped: garbage published on the remote broker's
+// advisory topic is counted and skipped; the bridge keeps forwarding.
+func TestMalformedAdvisoryIsSkipped(t *testing.T) {
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	stomptest.SendN(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.bogus", 0, 3, false)
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if n := br.Stats().BadAdvisories.Load(); n != 3 {
+			return fmt.Errorf("%d malformed advisories counted, want 3", n)
+		}
+		return nil
+	})
+	c := stomptest.Subscribe(t, b.StompURI(), "/queue/after")
+	waitDemand(t, br, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/queue/after", 0, 10, false)
+	c.WaitDistinct(10, 20*time.Second)
+	if s := br.Stats().Sessions.Load(); s != 1 {
+		t.Fatalf("bridge reconnected (%d sessions) after malformed advisories", s)
+	}
+}
