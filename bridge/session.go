@@ -87,7 +87,7 @@ type demandSub struct {
 	active     bool // the broker confirmed the SUBSCRIBE
 	removing   bool // UNSUBSCRIBE is due once inFlight reaches zero
 	unsub      demand.Change
-	inFlight   int // forwarded, not yet confirmed
+	inFlight   int // forwarded (or acknowledgement-only) messages awaiting a commit
 	// forID is the broker this topic subscription forwards toward (Tag.For).
 	forID string
 	// replaced is an Unsubscribe waiting for its replacement to be confirmed by
@@ -111,7 +111,8 @@ type txn struct {
 
 type txPart struct {
 	sub     *demandSub
-	n       int      // messages forwarded in this transaction (0 for acknowledgements only)
+	n       int      // messages forwarded in this transaction
+	held    int      // messages whose ACK waits for this commit: n plus acknowledgement-only ones
 	lastAck ackRef   // the last message's ack reference
 	acks    []ackRef // every message's, for individual subscriptions
 }
@@ -263,7 +264,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 	localIn := s.local.Deliveries()
 	remoteIn := s.remote.Deliveries()
 	for {
-		if draining && s.inFlight == 0 {
+		if draining && s.inFlight == 0 && s.open == nil && s.committing == 0 {
 			return s.closeGracefully(wctx)
 		}
 		var in, durIn <-chan *frame.Frame
@@ -708,8 +709,10 @@ func (s *session) forward(ctx context.Context, ds *demandSub, f *frame.Frame) er
 		if routes > 1 {
 			id := f.Header.Get(frame.MessageId)
 			if _, dup := s.seen[id]; dup {
-				// Another of our subscriptions forwarded this message: acknowledge only.
+				// Another of our subscriptions forwarded this message: acknowledge
+				// it with the next commit, in order with this subscription's others.
 				s.open.addPart(ds, 0, ackRefOf(f))
+				ds.inFlight++
 				return nil
 			}
 			s.remember(id)
@@ -774,6 +777,7 @@ func (tx *txn) addPart(ds *demandSub, n int, ack ackRef) {
 	}
 	p := &tx.parts[k-1]
 	p.n += n
+	p.held++
 	p.lastAck = ack
 	if ds.individual {
 		p.acks = append(p.acks, ack)
@@ -816,14 +820,20 @@ func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 				return fmt.Errorf("local broker: %w", err)
 			}
 		}
-		p.sub.inFlight -= p.n
+		p.sub.inFlight -= p.held
+	}
+	s.b.stats.Forwarded.Add(int64(tx.n))
+	// Only now, after every ACK of the transaction was written, may a retiring
+	// subscription go: an ACK after its UNSUBSCRIBE is a protocol error.
+	for _, p := range tx.parts {
 		if p.sub.removing && p.sub.inFlight == 0 {
-			if err := s.finishUnsubscribe(ctx, p.sub); err != nil {
-				return err
+			if _, live := s.subs[p.sub.sub.ID]; live {
+				if err := s.finishUnsubscribe(ctx, p.sub); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	s.b.stats.Forwarded.Add(int64(tx.n))
 	return nil
 }
 
