@@ -247,3 +247,30 @@ func TestSIGINTDrainsAndExitsZero(t *testing.T) {
 		t.Errorf("bridge did not log its drain:\n%s", p.logs.String())
 	}
 }
+
+// TestCheckReportsEveryMistake: a configuration with five different mistakes is
+// refused with all five, each with its line, before anything connects.
+func TestCheckReportsEveryMistake(t *testing.T) {
+	_, stderr, code := runCLI(t, "check", "-c", "../../config/testdata/five-mistakes.toml")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"five-mistakes.toml:4:1: log: level",
+		"five-mistakes.toml:13:1: networkConnector \"to-dc2\": netwrokTTL: unknown key; did you mean networkTTL?",
+		"five-mistakes.toml:14:1: networkConnector \"to-dc2\": prefetchSize",
+		"five-mistakes.toml:18:1: networkConnector \"to-dc3\": uri",
+		"five-mistakes.toml:19:1: networkConnector \"to-dc3\": networkTTL: want an integer",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "secret") {
+		t.Errorf("stderr leaks a passcode:\n%s", stderr)
+	}
+	// run refuses the same file the same way.
+	if _, _, code := runCLI(t, "run", "-c", "../../config/testdata/five-mistakes.toml"); code != 2 {
+		t.Fatalf("run exit %d, want 2", code)
+	}
+}
