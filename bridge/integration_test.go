@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
@@ -20,13 +17,7 @@ import (
 
 // These tests run against real ActiveMQ brokers that testbroker starts on free ports.
 
-func TestMain(m *testing.M) {
-	if err := testbroker.Install(); err != nil {
-		fmt.Fprintln(os.Stderr, "installing ActiveMQ:", err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testbroker.Main(m) }
 
 // startBrokers starts n brokers in parallel.
 func startBrokers(t *testing.T, n int, persistent bool) []*testbroker.ActiveMQ {
@@ -55,11 +46,6 @@ type running struct {
 	stop func() error
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
-	w := zerolog.ConsoleWriter{Out: zerolog.TestWriter{T: t, Frame: 6}, NoColor: true, TimeFormat: "15:04:05.000"}
-	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-}
-
 func defaultDemand() demand.Options {
 	return demand.Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, PriorityBase: -5, Prefetch: 1000}
 }
@@ -72,7 +58,7 @@ func startBridge(t *testing.T, local, remote string, mod func(*bridge.Config)) *
 		Local:  stomptest.URI(t, local),
 		Remote: stomptest.URI(t, remote),
 		Demand: defaultDemand(),
-		Log:    testLogger(t),
+		Log:    stomptest.Logger(t),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -361,7 +347,7 @@ func TestLoopbackRefused(t *testing.T) {
 	a := startBrokers(t, 1, false)[0]
 	b, err := bridge.New(bridge.Config{
 		Local: stomptest.URI(t, a.StompURI()), Remote: stomptest.URI(t, a.StompURI()),
-		Demand: defaultDemand(), Log: testLogger(t),
+		Demand: defaultDemand(), Log: stomptest.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,9 @@ package netconnector_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
@@ -17,18 +14,7 @@ import (
 	"github.com/brokernet/brokernet/netconnector"
 )
 
-func TestMain(m *testing.M) {
-	if err := testbroker.Install(); err != nil {
-		fmt.Fprintln(os.Stderr, "installing ActiveMQ:", err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
-
-func testLogger(t *testing.T) zerolog.Logger {
-	w := zerolog.ConsoleWriter{Out: zerolog.TestWriter{T: t, Frame: 6}, NoColor: true, TimeFormat: "15:04:05.000"}
-	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-}
+func TestMain(m *testing.M) { testbroker.Main(m) }
 
 func brokerSpec(t *testing.T, uris ...string) discovery.Spec {
 	t.Helper()
@@ -42,7 +28,7 @@ func brokerSpec(t *testing.T, uris ...string) discovery.Spec {
 // runConnector runs a connector until the test ends.
 func runConnector(t *testing.T, nc config.NetworkConnector, local config.Broker, agent discovery.Agent) *netconnector.Connector {
 	t.Helper()
-	c, err := netconnector.New(nc, local, agent, testLogger(t))
+	c, err := netconnector.New(nc, local, agent, stomptest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -260,4 +261,11 @@ func Stays(tb testing.TB, d time.Duration, cond func() error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Logger returns a zerolog logger that writes into the test's log, so that a
+// failing test shows what the bridge said.
+func Logger(t *testing.T) zerolog.Logger {
+	w := zerolog.ConsoleWriter{Out: zerolog.TestWriter{T: t, Frame: 6}, NoColor: true, TimeFormat: "15:04:05.000"}
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 }

@@ -537,3 +537,13 @@ func tailLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Main is a TestMain for packages whose tests need ActiveMQ: it installs it
+// (once; a no-op when present) and runs the tests.
+func Main(m *testing.M) {
+	if err := Install(); err != nil {
+		fmt.Fprintln(os.Stderr, "installing ActiveMQ:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
