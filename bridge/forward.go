@@ -39,31 +39,41 @@ var dropOnForward = map[string]bool{
 // message never revisits a broker and never travels further than allowed.
 func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Frame {
 	h := m.Header
-	out := &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(), Body: m.Body}
-	out.Header.Add(frame.Destination, h.Get(frame.Destination))
-	out.Header.Add(frame.Transaction, tx)
+	kv := make([]string, 0, 2*(h.Len()+4))
+	kv = append(kv, frame.Destination, h.Get(frame.Destination), frame.Transaction, tx)
 	hops, _ := strconv.Atoi(h.Get(advisory.HopsHeader))
-	out.Header.Add(advisory.PathHeader, advisory.AppendPath(h.Get(advisory.PathHeader), localID))
-	out.Header.Add(advisory.HopsHeader, strconv.Itoa(hops+1))
+	kv = append(kv,
+		advisory.PathHeader, advisory.AppendPath(h.Get(advisory.PathHeader), localID),
+		advisory.HopsHeader, strconv.Itoa(hops+1))
 	if len(forIDs) > 0 {
-		out.Header.Add(advisory.ForHeader, advisory.FormatPath(forIDs))
+		kv = append(kv, advisory.ForHeader, advisory.FormatPath(forIDs))
 	}
 	if _, ok := h.Contains(frame.ContentLength); ok {
 		// A content-length makes ActiveMQ build a BytesMessage, its absence a
 		// TextMessage: keep whichever the producer chose.
-		out.Header.Add(frame.ContentLength, strconv.Itoa(len(m.Body)))
+		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
 	}
-	seen := make(map[string]bool, h.Len())
+	copied := len(kv)
 	for i := 0; i < h.Len(); i++ {
 		k, v := h.GetAt(i)
-		if dropOnForward[k] || seen[k] {
+		if dropOnForward[k] || repeated(kv[copied:], k) {
+			// STOMP says the first of repeated headers wins; send only that one.
 			continue
 		}
-		// STOMP says the first of repeated headers wins; send only that one.
-		seen[k] = true
-		out.Header.Add(k, v)
+		kv = append(kv, k, v)
 	}
-	return out
+	// frame.Header has no way to take a slice as it is; NewHeader copies it once.
+	return &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(kv...), Body: m.Body}
+}
+
+// repeated reports whether key is among the keys of the key, value list kv.
+func repeated(kv []string, key string) bool {
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i] == key {
+			return true
+		}
+	}
+	return false
 }
 
 const connectionAdvisory = "/topic/ActiveMQ.Advisory.Connection"

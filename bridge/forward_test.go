@@ -1,0 +1,62 @@
+package bridge
+
+import (
+	"testing"
+
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+func TestForwardFrame(t *testing.T) {
+	m := frame.New(frame.MESSAGE,
+		"content-length", "5", "destination", "/topic/t", "subscription", "bn-d1",
+		"message-id", "ID:1", "ack", "ID:1", "redelivered", "true",
+		"persistent", "true", "priority", "7", "x-app", "first", "x-app", "second",
+		"BrokernetPath", "|A|", "BrokernetHops", "1", "BrokernetFor", "|B|")
+	m.Body = []byte("hello")
+	out := forwardFrame(m, "B", "tx-9", []string{"C", "D"})
+	if out.Command != frame.SEND || string(out.Body) != "hello" {
+		t.Fatalf("got %s %q", out.Command, out.Body)
+	}
+	want := map[string]string{
+		"destination":    "/topic/t",
+		"transaction":    "tx-9",
+		"BrokernetPath":  "|A|B|",
+		"BrokernetHops":  "2",
+		"BrokernetFor":   "|C|D|",
+		"content-length": "5",
+		"persistent":     "true",
+		"priority":       "7",
+		"x-app":          "first",
+	}
+	got := map[string]string{}
+	for i := 0; i < out.Header.Len(); i++ {
+		k, v := out.Header.GetAt(i)
+		if _, dup := got[k]; dup {
+			t.Errorf("header %s sent twice", k)
+		}
+		got[k] = v
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, k := range []string{"subscription", "message-id", "ack", "redelivered"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("delivery header %s was forwarded", k)
+		}
+	}
+
+	text := frame.New(frame.MESSAGE, "destination", "/queue/q")
+	text.Body = []byte("t")
+	out = forwardFrame(text, "A", "tx", nil)
+	if _, ok := out.Header.Contains("content-length"); ok {
+		t.Error("a text message (no content-length) gained one")
+	}
+	if _, ok := out.Header.Contains("BrokernetFor"); ok {
+		t.Error("a queue message got a BrokernetFor header")
+	}
+	if got := out.Header.Get("BrokernetPath"); got != "|A|" {
+		t.Errorf("first hop path = %q, want |A|", got)
+	}
+}
