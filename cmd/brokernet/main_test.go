@@ -274,3 +274,14 @@ func TestCheckReportsEveryMistake(t *testing.T) {
 		t.Fatalf("run exit %d, want 2", code)
 	}
 }
+
+// TestExampleConfigsAreValid: the example configurations the README points to pass
+// `brokernet check`.
+func TestExampleConfigsAreValid(t *testing.T) {
+	for _, f := range []string{"federation-static.toml", "federation-masterslave.toml", "federation-gossip.toml"} {
+		out, stderr, code := runCLI(t, "check", "-c", filepath.Join("..", "..", "testdata", f))
+		if code != 0 || !strings.Contains(out, ": ok") {
+			t.Errorf("check %s: exit %d\n%s%s", f, code, out, stderr)
+		}
+	}
+}
