@@ -161,7 +161,8 @@ type NetworkConnector struct {
 	// ReplayWhenNoConsumers sends a message back when it arrived for a
 	// consumer that has gone and no local consumer is left. Default false.
 	ReplayWhenNoConsumers bool
-	// ReplayDelay is how long after the last forward a replay may happen.
+	// ReplayDelay is how long a queue must have had no local consumer, while
+	// a remote broker has demand for it, before its messages are replayed.
 	// Default 0.
 	ReplayDelay time.Duration
 	// ReplayRateLimit caps replayed messages per second; 0 means no limit
