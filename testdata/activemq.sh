@@ -112,10 +112,20 @@ cmd_install() {
 
 # running PID: true if PID exists and is not a zombie (a zombie has closed its sockets).
 running() {
-	local pid="$1" state
+	local pid="$1" state t
 	[[ -n "$pid" && -r "/proc/$pid/stat" ]] || return 1
-	state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 1
-	[[ -n "$state" && "$state" != "Z" && "$state" != "X" ]]
+	# Every thread counts: after SIGKILL the JVM's main thread may already be a
+	# zombie while others still tear down and hold the listening sockets.
+	local line
+	for t in /proc/"$pid"/task/*/stat; do
+		read -r line <"$t" 2>/dev/null || continue
+		state="${line##*) }"
+		state="${state%% *}"
+		if [[ -n "$state" && "$state" != "Z" && "$state" != "X" ]]; then
+			return 0
+		fi
+	done
+	return 1
 }
 
 # alive PID DIR: true if PID is a running process of the instance in DIR
@@ -210,11 +220,18 @@ cmd_start() {
 	if exiting "$old"; then
 		wait_gone "$old" 10 || die "pid $old (previous instance) does not finish exiting"
 	fi
-	local p
+	local p waited
 	for p in "$stomp_port" "$ow_port"; do
-		if port_open "$p"; then
-			die "port $p on 127.0.0.1 is already in use"
-		fi
+		# A broker of this instance that was just killed may still be closing its
+		# sockets; give it a moment before calling the port taken.
+		waited=0
+		while port_open "$p"; do
+			if ((waited >= 150)); then
+				die "port $p on 127.0.0.1 is already in use"
+			fi
+			sleep 0.1
+			waited=$((waited + 1))
+		done
 	done
 
 	mkdir -p "$dir/conf" "$dir/lib" "$dir/tmp"
