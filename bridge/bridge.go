@@ -103,11 +103,9 @@ type Bridge struct {
 	log   zerolog.Logger
 	stats Stats
 
-	mu      sync.Mutex
-	up      bool
-	upCh    chan struct{} // closed while up; replaced when down
-	localID string
-	remote  string
+	mu   sync.Mutex
+	up   bool
+	upCh chan struct{} // closed while up; replaced when down
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -152,14 +150,7 @@ func (b *Bridge) WaitUp(ctx context.Context) error {
 	}
 }
 
-// IDs returns the broker ids in use, once known.
-func (b *Bridge) IDs() (local, remote string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.localID, b.remote
-}
-
-func (b *Bridge) setUp(up bool, localID, remoteID string) {
+func (b *Bridge) setUp(up bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if up == b.up {
@@ -167,7 +158,6 @@ func (b *Bridge) setUp(up bool, localID, remoteID string) {
 	}
 	b.up = up
 	if up {
-		b.localID, b.remote = localID, remoteID
 		close(b.upCh)
 	} else {
 		b.upCh = make(chan struct{})
@@ -183,7 +173,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	for {
 		s := newSession(b)
 		err := s.run(ctx)
-		b.setUp(false, "", "")
+		b.setUp(false)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				b.log.Warn().Err(err).Msg("bridge stopped during drain")

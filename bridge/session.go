@@ -233,7 +233,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
-	s.b.setUp(true, s.localID, s.remoteID)
+	s.b.setUp(true)
 	log.Info().Str("local_id", s.localID).Str("remote_id", s.remoteID).Msg("bridge up")
 	defer s.b.stats.DemandSubs.Store(0)
 	defer s.b.stats.PendingSubs.Store(0)

@@ -37,8 +37,6 @@ func foreign(id string, priority int, path ...string) advisory.Consumer {
 	return c
 }
 
-func local(ev advisory.Event) step { return step{ev: ev, local: true} }
-
 // TestSuppression walks competing routes to origin "o" on broker A. Ours
 // comes through R: path [A R], priority -8 with decreased priority.
 func TestSuppression(t *testing.T) {

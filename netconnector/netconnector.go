@@ -85,12 +85,6 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 	return discovery.New(cfg.URI, g, log)
 }
 
-// Agent is the connector's discovery agent.
-func (c *Connector) Agent() discovery.Agent { return c.agent }
-
-// Name is the connector's configured name.
-func (c *Connector) Name() string { return c.cfg.Name }
-
 // Run runs discovery and the bridges until ctx ends, then drains every bridge.
 func (c *Connector) Run(ctx context.Context) error {
 	events := make(chan discovery.Event, 64)

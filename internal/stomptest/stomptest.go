@@ -250,19 +250,6 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
-// Stays checks that cond keeps returning nil for d (used to show that something does
-// NOT happen, for example that messages stay on a broker), failing at the first error.
-func Stays(tb testing.TB, d time.Duration, cond func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			tb.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Logger returns a zerolog logger that writes into the test's log, so that a
 // failing test shows what the bridge said.
 func Logger(t *testing.T) zerolog.Logger {

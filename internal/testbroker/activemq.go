@@ -325,9 +325,6 @@ func (b *ActiveMQ) ID() string { return b.id }
 // Dir returns the instance directory (conf, lib, logs, default data).
 func (b *ActiveMQ) Dir() string { return b.dir }
 
-// DataDir returns the data directory (KahaDB when persistent).
-func (b *ActiveMQ) DataDir() string { return b.dataDir }
-
 // StompPort returns the STOMP port on 127.0.0.1.
 func (b *ActiveMQ) StompPort() int { return b.stomp }
 
@@ -467,24 +464,6 @@ func (b *ActiveMQ) Restart(ctx context.Context) error {
 		return err
 	}
 	return b.launch(ctx, true)
-}
-
-// RestartNoWait is Restart without waiting for the ports (for a broker that
-// will come back as a shared-storage slave).
-func (b *ActiveMQ) RestartNoWait(ctx context.Context) error {
-	if err := b.Kill(); err != nil {
-		return err
-	}
-	return b.launch(ctx, false)
-}
-
-// Signal sends sig to the JVM (e.g. syscall.SIGSTOP to freeze the broker).
-func (b *ActiveMQ) Signal(sig syscall.Signal) error {
-	pid := b.Pid()
-	if !b.alive(pid) {
-		return fmt.Errorf("testbroker: broker %s is not running", b.name)
-	}
-	return syscall.Kill(pid, sig)
 }
 
 // Close kills the broker and removes its directory. It is idempotent. A
