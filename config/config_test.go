@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -715,5 +716,26 @@ func TestDecodeSecretKey(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), in):
 			t.Errorf("%q: the error shows the key: %v", in, err)
 		}
+	}
+}
+
+func TestGossipTimings(t *testing.T) {
+	const src = `
+[[broker]]
+uri = "stomp://10.0.0.1:61613"
+[[networkConnector]]
+name = "g"
+uri = "gossip:"
+  [networkConnector.gossip]
+  bind = "127.0.0.1:7946"
+  timings = %q
+`
+	cfg := mustParse(t, fmt.Sprintf(src, "fast"))
+	if got := cfg.Connectors[0].Gossip.Timings; got != GossipTimingsFast {
+		t.Fatalf("timings = %q, want fast", got)
+	}
+	errs := parseErrors(t, fmt.Sprintf(src, "slow"))
+	if len(errs) != 1 || errs[0].Line != 9 || !strings.Contains(errs[0].Msg, `unknown timings "slow"`) {
+		t.Fatalf("errors = %v", errs)
 	}
 }

@@ -31,7 +31,7 @@ var (
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
 	}
-	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI"}
+	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings"}
 )
 
 // activemqOnly explains ActiveMQ networkConnector attributes (and discovery
@@ -408,6 +408,14 @@ func (d *decoder) gossipTable(g *table) *Gossip {
 			continue
 		}
 		gs.Join = append(gs.Join, s)
+	}
+	if s, ok := g.str("timings"); ok && s != "" {
+		switch s {
+		case GossipTimingsLAN, GossipTimingsFast:
+			gs.Timings = s
+		default:
+			g.errorf("timings", "unknown timings %q; want %q or %q", shorten(s), GossipTimingsLAN, GossipTimingsFast)
+		}
 	}
 	if s, ok := g.str("nodeName"); ok && s != "" {
 		if why := validName(s); why != "" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -78,6 +79,7 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 			Advertise: cfg.Gossip.Advertise,
 			Join:      cfg.Gossip.Join,
 			SecretKey: cfg.Gossip.SecretKey,
+			Timings:   GossipTimings(cfg.Gossip.Timings),
 			Local:     discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
 			Log:       log,
 		}
@@ -286,4 +288,20 @@ func sameURIs(a, b []stomp.URI) bool {
 		}
 	}
 	return true
+}
+
+// GossipTimings maps a configured timing profile to memberlist timings: the
+// zero value (memberlist's LAN defaults) for "lan" or "", and probes every
+// 100 ms for "fast" (a crashed member is noticed in under a second here).
+func GossipTimings(profile string) discovery.GossipTimings {
+	if profile != config.GossipTimingsFast {
+		return discovery.GossipTimings{}
+	}
+	return discovery.GossipTimings{
+		ProbeInterval:    100 * time.Millisecond,
+		ProbeTimeout:     50 * time.Millisecond,
+		GossipInterval:   20 * time.Millisecond,
+		PushPullInterval: time.Second,
+		SuspicionMult:    2,
+	}
 }

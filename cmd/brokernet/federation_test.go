@@ -94,7 +94,7 @@ func TestMasterSlaveFailover(t *testing.T) {
 // sidecar starts `brokernet sidecar` next to broker b.
 func sidecar(t *testing.T, b *testbroker.ActiveMQ, name string, gossipPort, adminPort int, join []int) *bridgeProc {
 	t.Helper()
-	args := []string{"sidecar", "--log-format", "json", "--broker", b.StompURI(), "--node-name", name,
+	args := []string{"sidecar", "--log-format", "json", "--gossip-timings", "fast", "--broker", b.StompURI(), "--node-name", name,
 		"--gossip-bind", fmt.Sprintf("127.0.0.1:%d", gossipPort), "--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort)}
 	for _, j := range join {
 		args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", j))

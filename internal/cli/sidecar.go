@@ -28,6 +28,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	advertise := fs.String("gossip-advertise", "", "gossip address other members use (default: derived)")
 	advBroker := fs.String("advertise-broker", "", "broker URI other members dial (default: --broker)")
 	nodeName := fs.String("node-name", "", "unique gossip member name (default: hostname and port)")
+	timings := fs.String("gossip-timings", "lan", "failure detection: lan (memberlist defaults, ~6 s) or fast (~1 s, more traffic)")
 	keyFile := fs.String("secret-key-file", "", "file with a base64 AES key (16, 24 or 32 bytes) encrypting gossip")
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
@@ -78,7 +79,10 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.DecreaseNetworkConsumerPriority = *decrease
 	nc.Gossip = &config.Gossip{
 		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
-		SecretKey: key, AdvertiseBrokerURI: *advBroker,
+		SecretKey: key, AdvertiseBrokerURI: *advBroker, Timings: *timings,
+	}
+	if *timings != config.GossipTimingsLAN && *timings != config.GossipTimingsFast {
+		return usagef("--gossip-timings %q: want lan or fast", *timings)
 	}
 	cfg := config.Default()
 	cfg.Log = config.Log{Level: *logLevel, Format: *logFormat}
