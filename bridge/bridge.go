@@ -89,7 +89,7 @@ var ErrLoopback = errors.New("local and remote broker have the same id")
 // Stats are running totals of one bridge, safe to read at any time.
 type Stats struct {
 	Forwarded      atomic.Int64 // messages confirmed by the remote broker and acknowledged locally
-	Advisories     atomic.Int64 // consumer advisories applied
+	Advisories     atomic.Int64 // remote consumer advisories applied (counted after their changes were written)
 	BadAdvisories  atomic.Int64 // malformed advisories skipped
 	DemandSubs     atomic.Int64 // demand subscriptions the local broker confirmed
 	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed

@@ -273,9 +273,18 @@ func TestSelectorsUnderConduit(t *testing.T) {
 			t.Fatalf("A holds %d, want the 30 green ones", got)
 		}
 		// The blue consumer leaves: the subscription is re-issued for red only,
-		// and blue messages sent afterwards stay on A.
+		// and blue messages sent afterwards stay on A. Done means: the advisory
+		// was applied and the new subscription is confirmed by A.
+		before := ab.Stats().Advisories.Load()
 		bl.Close()
-		stomptest.Eventually(t, 10*time.Second, func() error { return a.CheckQueueConsumers("mix", 1) })
+		stomptest.Eventually(t, 10*time.Second, func() error {
+			st := ab.Stats()
+			if st.Advisories.Load() <= before || st.PendingSubs.Load() != 0 || st.DemandSubs.Load() != 3 {
+				return fmt.Errorf("re-issue not done: %d advisories (was %d), %d pending, %d demand subscriptions",
+					st.Advisories.Load(), before, st.PendingSubs.Load(), st.DemandSubs.Load())
+			}
+			return a.CheckQueueConsumers("mix", 1)
+		})
 		stomptest.SendN(t, a.StompURI(), "/queue/mix", 100, 30, false, "color", "red")
 		stomptest.SendN(t, a.StompURI(), "/queue/mix", 200, 30, false, "color", "blue")
 		r.WaitDistinct(60, 20*time.Second)

@@ -395,10 +395,13 @@ func (s *session) onAdvisory(ctx context.Context, f *frame.Frame) error {
 		s.b.log.Warn().Err(err).Str("body", advisory.Trim(f.Body, 300)).Msg("skipping malformed advisory")
 		return nil
 	}
-	s.b.stats.Advisories.Add(1)
 	changes, decision := s.table.Apply(ev)
 	s.b.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
-	return s.apply(ctx, changes)
+	err = s.apply(ctx, changes)
+	// Counted once its changes are written, so that a test seeing the count
+	// knows the local broker will process them before anything it sends later.
+	s.b.stats.Advisories.Add(1)
+	return err
 }
 
 // onLocalAdvisory feeds a consumer advisory of the local broker to the table,
@@ -557,7 +560,9 @@ func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
 		return nil
 	}
 	ds, ok := s.subs[ch.Sub.ID]
-	if ok && ch.ReplacedBy != "" {
+	if ok && ch.ReplacedBy != "" && ds.sub.Destination.Kind == destination.Topic {
+		// A topic message published before the replacement is in place would be
+		// lost; a queue keeps it, so a queue subscription retires at once.
 		if next, ok := s.subs[ch.ReplacedBy]; ok && !next.active {
 			ds.replaced = &ch
 			return nil
