@@ -66,12 +66,14 @@ type session struct {
 
 	open       *txn          // transaction being filled, nil if none
 	committing int           // commits awaiting their receipt
-	inFlight   int           // messages in open and committing transactions
+	inFlight   int           // forwarded, not yet acknowledged on the local broker (window)
 	commits    chan txResult // commit outcomes from the remote reader goroutine
 	txSeq      uint64
 
 	// ready carries the ids of demand subscriptions the local broker confirmed.
 	ready *notifier
+	// acked carries transactions whose ACKs a local connection confirmed.
+	acked *txNotifier
 
 	wasUp       bool
 	localFailed bool
@@ -107,6 +109,8 @@ type txn struct {
 	id    string
 	n     int
 	parts []txPart
+	// acksPending counts the local connections whose ACK receipt is awaited.
+	acksPending int
 }
 
 type txPart struct {
@@ -162,6 +166,7 @@ func newSession(b *Bridge) *session {
 		waitingDurable: make(map[string]demand.Subscription),
 		commits:        make(chan txResult, 64),
 		ready:          newNotifier(),
+		acked:          &txNotifier{signal: make(chan struct{}, 1)},
 		replayDue:      newNotifier(),
 	}
 }
@@ -342,6 +347,17 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			}
 			if err := s.onCommitted(wctx, r.tx); err != nil {
 				return err
+			}
+			if err := s.maybeCommit(wctx, draining || len(localIn) == 0); err != nil {
+				return err
+			}
+		case <-s.acked.signal:
+			for _, tx := range s.acked.take() {
+				if tx.acksPending--; tx.acksPending == 0 {
+					if err := s.onAcked(wctx, tx); err != nil {
+						return err
+					}
+				}
 			}
 			if err := s.maybeCommit(wctx, draining || len(localIn) == 0); err != nil {
 				return err
@@ -811,25 +827,58 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 }
 
 // onCommitted acknowledges a confirmed transaction's messages on the local broker.
+// The last ACK on each local connection carries a receipt: the messages stay in
+// the window until the broker confirmed their ACKs, so that a crash at any moment
+// leaves at most Window messages forwarded but unacknowledged — the most that can
+// be delivered twice.
 func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 	s.committing--
-	s.inFlight -= tx.n
+	last := map[*stomp.Conn]*frame.Frame{}
+	var frames []*frame.Frame
+	var conns []*stomp.Conn
 	for _, p := range tx.parts {
 		acks := []ackRef{p.lastAck}
 		if p.sub.individual {
 			acks = p.acks
 		}
 		for _, a := range acks {
-			if err := p.sub.conn.Write(ctx, a.frame()); err != nil {
-				s.localFailed = true
-				return fmt.Errorf("local broker: %w", err)
-			}
+			f := a.frame()
+			frames = append(frames, f)
+			conns = append(conns, p.sub.conn)
+			last[p.sub.conn] = f
 		}
+	}
+	tx.acksPending = len(last)
+	for i, f := range frames {
+		var err error
+		if last[conns[i]] == f {
+			err = conns[i].WriteReceipt(ctx, f, func(err error) {
+				if err == nil {
+					s.acked.add(tx)
+				}
+			})
+		} else {
+			err = conns[i].Write(ctx, f)
+		}
+		if err != nil {
+			s.localFailed = true
+			return fmt.Errorf("local broker: %w", err)
+		}
+	}
+	if tx.acksPending == 0 {
+		return s.onAcked(ctx, tx)
+	}
+	return nil
+}
+
+// onAcked releases a transaction's messages from the window once the local broker
+// confirmed their ACKs, and retires subscriptions that were waiting for them.
+func (s *session) onAcked(ctx context.Context, tx *txn) error {
+	s.inFlight -= tx.n
+	for _, p := range tx.parts {
 		p.sub.inFlight -= p.held
 	}
 	s.b.stats.Forwarded.Add(int64(tx.n))
-	// Only now, after every ACK of the transaction was written, may a retiring
-	// subscription go: an ACK after its UNSUBSCRIBE is a protocol error.
 	for _, p := range tx.parts {
 		if p.sub.removing && p.sub.inFlight == 0 {
 			if _, live := s.subs[p.sub.sub.ID]; live {
@@ -880,4 +929,30 @@ func (n *notifier) take() []string {
 	ids := n.ids
 	n.ids = nil
 	return ids
+}
+
+// txNotifier hands transactions from connection reader goroutines to the session
+// loop without ever blocking a reader.
+type txNotifier struct {
+	mu     sync.Mutex
+	txs    []*txn
+	signal chan struct{}
+}
+
+func (n *txNotifier) add(tx *txn) {
+	n.mu.Lock()
+	n.txs = append(n.txs, tx)
+	n.mu.Unlock()
+	select {
+	case n.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (n *txNotifier) take() []*txn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	txs := n.txs
+	n.txs = nil
+	return txs
 }

@@ -90,8 +90,10 @@ type Options struct {
 	MaxFrameSize int
 	// WriteQueue is the number of frames queued for the writer. Default 1024.
 	WriteQueue int
-	// DeliveryQueue is the capacity of Deliveries. Default 1024. When it is full the
-	// reader waits, which stalls only this connection's reads; prefetch limits bound it.
+	// DeliveryQueue is the capacity of Deliveries. Default 1024. Frames beyond it
+	// wait in an internal queue, so that a busy consumer never stops the reader
+	// from seeing RECEIPTs, ERRORs and heart-beats; the brokers' prefetch limits
+	// bound that queue.
 	DeliveryQueue int
 }
 
@@ -130,6 +132,7 @@ type Conn struct {
 	expectEvery time.Duration // heart-beat receive interval, 0 = none
 
 	out        chan *frame.Frame
+	inbox      *inbox // MESSAGE frames read, not yet handed to deliveries
 	deliveries chan *frame.Frame
 	done       chan struct{}
 	failOnce   sync.Once
@@ -180,7 +183,9 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 		nc.Close()
 		return nil, err
 	}
+	c.inbox = newInbox()
 	go c.readLoop(dec)
+	go c.pump()
 	go c.writeLoop()
 	return c, nil
 }
@@ -297,8 +302,8 @@ func (c *Conn) Err() error {
 	}
 }
 
-// Deliveries carries the MESSAGE frames of every subscription. It is closed after
-// the connection ended. Drain it promptly: a full channel stops this connection's reads.
+// Deliveries carries the MESSAGE frames of every subscription, in order. It is
+// closed after the connection ended.
 func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
 
 // Write queues f for sending. It blocks only while the write queue is full.
@@ -426,7 +431,7 @@ func (c *Conn) fail(err error) {
 }
 
 func (c *Conn) readLoop(dec *decoder) {
-	defer close(c.deliveries)
+	defer c.inbox.close()
 	var timeout time.Duration
 	if c.expectEvery > 0 {
 		// Allow for scheduling and network delay, as the spec suggests.
@@ -452,11 +457,10 @@ func (c *Conn) readLoop(dec *decoder) {
 		}
 		switch f.Command {
 		case frame.MESSAGE:
-			select {
-			case c.deliveries <- f:
-			case <-c.done:
-				return
-			}
+			// Never block here: RECEIPTs and ERRORs behind this MESSAGE must be
+			// read even while the consumer of Deliveries is busy. The broker's
+			// prefetch bounds how many MESSAGE frames can pile up.
+			c.inbox.push(f)
 		case frame.RECEIPT:
 			id := f.Header.Get(frame.ReceiptId)
 			c.mu.Lock()
@@ -479,6 +483,90 @@ func (c *Conn) readLoop(dec *decoder) {
 			}
 			c.fail(fmt.Errorf("%s: %w", c.uri, berr))
 			return
+		}
+	}
+}
+
+// pump hands MESSAGE frames from the inbox to Deliveries, in order, and closes
+// Deliveries once the reader ended and the inbox is empty, or the connection failed.
+func (c *Conn) pump() {
+	defer close(c.deliveries)
+	for {
+		f, ok := c.inbox.pop(c.done)
+		if !ok {
+			return
+		}
+		select {
+		case c.deliveries <- f:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// inbox is an unbounded FIFO between the reader and the pump. It is bounded in
+// practice by what the broker may send unacknowledged (prefetch).
+type inbox struct {
+	mu     sync.Mutex
+	frames []*frame.Frame
+	head   int
+	closed bool
+	signal chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
+
+func (q *inbox) push(f *frame.Frame) {
+	q.mu.Lock()
+	q.frames = append(q.frames, f)
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *inbox) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *inbox) wake() {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest frame, waiting for one; false once the inbox is closed
+// and empty, or done is closed.
+func (q *inbox) pop(done <-chan struct{}) (*frame.Frame, bool) {
+	for {
+		q.mu.Lock()
+		if q.head < len(q.frames) {
+			f := q.frames[q.head]
+			q.frames[q.head] = nil
+			q.head++
+			switch {
+			case q.head == len(q.frames):
+				q.frames, q.head = q.frames[:0], 0
+			case q.head >= 1024 && 2*q.head >= len(q.frames):
+				// Reuse the consumed front so a queue that never empties stays small.
+				n := copy(q.frames, q.frames[q.head:])
+				clear(q.frames[n:])
+				q.frames, q.head = q.frames[:n], 0
+			}
+			q.mu.Unlock()
+			return f, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		select {
+		case <-q.signal:
+		case <-done:
+			return nil, false
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +235,70 @@ func TestConnectRefusedByBroker(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("error leaks the passcode: %v", err)
+	}
+}
+
+func TestInboxKeepsOrderAndCloses(t *testing.T) {
+	q := newInbox()
+	done := make(chan struct{})
+	const n = 5000
+	go func() {
+		for i := 0; i < n; i++ {
+			q.push(frame.New(frame.MESSAGE, "seq", strconv.Itoa(i)))
+		}
+		q.close()
+	}()
+	for i := 0; i < n; i++ {
+		f, ok := q.pop(done)
+		if !ok {
+			t.Fatalf("inbox closed after %d frames", i)
+		}
+		if got := f.Header.Get("seq"); got != strconv.Itoa(i) {
+			t.Fatalf("frame %d has seq %s", i, got)
+		}
+	}
+	if _, ok := q.pop(done); ok {
+		t.Fatal("pop after close and drain returned a frame")
+	}
+}
+
+// TestReceiptsFlowWhileDeliveriesAreNotRead: a consumer that stops reading
+// Deliveries does not stop RECEIPTs (the bridge acknowledges with receipts while
+// its window is full).
+func TestReceiptsFlowWhileDeliveriesAreNotRead(t *testing.T) {
+	b := newFakeBroker(t, "", func(f *frame.Frame, w *brokerWriter) {
+		if f.Command == frame.SUBSCRIBE {
+			for i := 0; i < 3000; i++ {
+				m := frame.New(frame.MESSAGE, frame.Subscription, "s", frame.MessageId, strconv.Itoa(i), frame.ContentLength, "512")
+				m.Body = make([]byte, 512)
+				w.send(m)
+			}
+		}
+		if id, ok := f.Header.Contains(frame.Receipt); ok {
+			w.send(frame.New(frame.RECEIPT, frame.ReceiptId, id))
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, b.uri(t, ""), Options{DeliveryQueue: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	if err := c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, "s", frame.Destination, "/queue/q")); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads Deliveries; a request must still complete.
+	if err := c.Request(ctx, frame.New(frame.ACK, frame.Id, "x")); err != nil {
+		t.Fatalf("receipt did not arrive while deliveries were unread: %v", err)
+	}
+	got := 0
+	for range 3000 {
+		select {
+		case <-c.Deliveries():
+			got++
+		case <-ctx.Done():
+			t.Fatalf("only %d of 3000 messages delivered", got)
+		}
 	}
 }
