@@ -69,6 +69,7 @@ type session struct {
 	inFlight   int           // forwarded, not yet acknowledged on the local broker (window)
 	commits    chan txResult // commit outcomes from the remote reader goroutine
 	txSeq      uint64
+	markSeq    uint64 // empty local transactions that confirm ACKs
 
 	// ready carries the ids of demand subscriptions the local broker confirmed.
 	ready *notifier
@@ -827,14 +828,16 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 }
 
 // onCommitted acknowledges a confirmed transaction's messages on the local broker.
-// The last ACK on each local connection carries a receipt: the messages stay in
-// the window until the broker confirmed their ACKs, so that a crash at any moment
-// leaves at most Window messages forwarded but unacknowledged — the most that can
-// be delivered twice.
+//
+// Its messages stay in the window until the local broker has processed those
+// ACKs, so that a crash at any moment leaves at most Window messages forwarded but
+// unacknowledged — the most that can be delivered twice. A receipt on the ACK
+// itself would tell, but ActiveMQ then syncs the removal of every acknowledged
+// persistent message to disk; instead an empty transaction (BEGIN with a receipt,
+// then ABORT) follows the ACKs on the same connection: the broker handles a
+// connection's frames in order, so its receipt means the ACKs were processed.
 func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 	s.committing--
-	last := map[*stomp.Conn]*frame.Frame{}
-	var frames []*frame.Frame
 	var conns []*stomp.Conn
 	for _, p := range tx.parts {
 		acks := []ackRef{p.lastAck}
@@ -842,23 +845,26 @@ func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 			acks = p.acks
 		}
 		for _, a := range acks {
-			f := a.frame()
-			frames = append(frames, f)
+			if err := p.sub.conn.Write(ctx, a.frame()); err != nil {
+				s.localFailed = true
+				return fmt.Errorf("local broker: %w", err)
+			}
+		}
+		if !slices.Contains(conns, p.sub.conn) {
 			conns = append(conns, p.sub.conn)
-			last[p.sub.conn] = f
 		}
 	}
-	tx.acksPending = len(last)
-	for i, f := range frames {
-		var err error
-		if last[conns[i]] == f {
-			err = conns[i].WriteReceipt(ctx, f, func(err error) {
-				if err == nil {
-					s.acked.add(tx)
-				}
-			})
-		} else {
-			err = conns[i].Write(ctx, f)
+	tx.acksPending = len(conns)
+	for _, c := range conns {
+		s.markSeq++
+		mark := "bn-ack-" + strconv.FormatUint(s.markSeq, 10)
+		err := c.WriteReceipt(ctx, frame.New(frame.BEGIN, frame.Transaction, mark), func(err error) {
+			if err == nil {
+				s.acked.add(tx)
+			}
+		})
+		if err == nil {
+			err = c.Write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
 		}
 		if err != nil {
 			s.localFailed = true
