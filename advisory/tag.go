@@ -103,11 +103,7 @@ type Tag struct {
 // ParseSelector inverts Selector exactly.
 func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 	var b strings.Builder
-	if user != "" {
-		b.WriteString("(")
-		b.WriteString(user)
-		b.WriteString(") AND ")
-	}
+	writeUserHead(&b, user)
 	b.WriteString(pathClauseStart)
 	b.WriteString(sqlString(likePattern(notVisited)))
 	b.WriteString(pathClauseEnd)
@@ -121,10 +117,26 @@ func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 		b.WriteString(sqlString(likePattern(tag.For)))
 		b.WriteString(forClauseEnd)
 	}
+	writeTagClause(&b, tag)
+	return b.String()
+}
+
+// writeUserHead writes "(<user>) AND " unless user is empty; cutUserHead
+// inverts it.
+func writeUserHead(b *strings.Builder, user string) {
+	if user != "" {
+		b.WriteString("(")
+		b.WriteString(user)
+		b.WriteString(") AND ")
+	}
+}
+
+// writeTagClause writes the trailing always-true tag clause; cutTagClause
+// inverts it.
+func writeTagClause(b *strings.Builder, tag Tag) {
 	b.WriteString(tagClauseStart)
 	b.WriteString(sqlString(tag.literal()))
 	b.WriteString("'")
-	return b.String()
 }
 
 // ReplaySelector builds the selector of a replay subscription: the
@@ -141,17 +153,11 @@ func Selector(user string, notVisited string, maxHops int, tag Tag) string {
 func ReplaySelector(user string, visited string, tag Tag) string {
 	tag.Replay = true
 	var b strings.Builder
-	if user != "" {
-		b.WriteString("(")
-		b.WriteString(user)
-		b.WriteString(") AND ")
-	}
+	writeUserHead(&b, user)
 	b.WriteString(replayClauseStart)
 	b.WriteString(sqlString(likePattern(visited)))
 	b.WriteString(replayClauseEnd)
-	b.WriteString(tagClauseStart)
-	b.WriteString(sqlString(tag.literal()))
-	b.WriteString("'")
+	writeTagClause(&b, tag)
 	return b.String()
 }
 

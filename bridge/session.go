@@ -54,7 +54,7 @@ type session struct {
 	seenRing []string
 	seenPos  int
 
-	replayDue *notifier // replay subscriptions whose delay has passed ("" = rate limiter tick)
+	replayDue *notifier[string] // replay subscriptions whose delay has passed ("" = rate limiter tick)
 	timers    []*time.Timer
 
 	// Replay rate limiting (Config.ReplayRateLimit): a token bucket and the
@@ -72,9 +72,9 @@ type session struct {
 	markSeq    uint64 // empty local transactions that confirm ACKs
 
 	// ready carries the ids of demand subscriptions the local broker confirmed.
-	ready *notifier
+	ready *notifier[string]
 	// acked carries transactions whose ACKs a local connection confirmed.
-	acked *txNotifier
+	acked *notifier[*txn]
 
 	wasUp       bool
 	localFailed bool
@@ -166,9 +166,9 @@ func newSession(b *Bridge) *session {
 		seenRing:       make([]string, seenCapacity),
 		waitingDurable: make(map[string]demand.Subscription),
 		commits:        make(chan txResult, 64),
-		ready:          newNotifier(),
-		acked:          &txNotifier{signal: make(chan struct{}, 1)},
-		replayDue:      newNotifier(),
+		ready:          newNotifier[string](),
+		acked:          newNotifier[*txn](),
+		replayDue:      newNotifier[string](),
 	}
 }
 
@@ -586,14 +586,8 @@ func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
 		}
 	}
 	// Anything waiting for this one to be confirmed as a replacement goes now.
-	for _, other := range s.subs {
-		if other.replaced != nil && other.replaced.ReplacedBy == ch.Sub.ID {
-			pending := *other.replaced
-			other.replaced = nil
-			if err := s.unsubscribe(ctx, pending); err != nil {
-				return err
-			}
-		}
+	if err := s.retireReplaced(ctx, ch.Sub.ID); err != nil {
+		return err
 	}
 	if !ok {
 		if ch.DestroyDurable && ch.Sub.DurableName != "" {
@@ -909,19 +903,19 @@ func (s *session) updateSubStats() {
 	s.b.stats.PendingSubs.Store(int64(len(s.subs) - active))
 }
 
-// notifier hands ids from a connection's reader goroutine to the session loop
-// without ever blocking the reader.
-type notifier struct {
+// notifier hands values from connection reader goroutines to the session loop
+// without ever blocking a reader.
+type notifier[T any] struct {
 	mu     sync.Mutex
-	ids    []string
+	items  []T
 	signal chan struct{}
 }
 
-func newNotifier() *notifier { return &notifier{signal: make(chan struct{}, 1)} }
+func newNotifier[T any]() *notifier[T] { return &notifier[T]{signal: make(chan struct{}, 1)} }
 
-func (n *notifier) add(id string) {
+func (n *notifier[T]) add(v T) {
 	n.mu.Lock()
-	n.ids = append(n.ids, id)
+	n.items = append(n.items, v)
 	n.mu.Unlock()
 	select {
 	case n.signal <- struct{}{}:
@@ -929,36 +923,10 @@ func (n *notifier) add(id string) {
 	}
 }
 
-func (n *notifier) take() []string {
+func (n *notifier[T]) take() []T {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ids := n.ids
-	n.ids = nil
-	return ids
-}
-
-// txNotifier hands transactions from connection reader goroutines to the session
-// loop without ever blocking a reader.
-type txNotifier struct {
-	mu     sync.Mutex
-	txs    []*txn
-	signal chan struct{}
-}
-
-func (n *txNotifier) add(tx *txn) {
-	n.mu.Lock()
-	n.txs = append(n.txs, tx)
-	n.mu.Unlock()
-	select {
-	case n.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (n *txNotifier) take() []*txn {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	txs := n.txs
-	n.txs = nil
-	return txs
+	items := n.items
+	n.items = nil
+	return items
 }
