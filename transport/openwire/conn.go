@@ -247,7 +247,7 @@ func (c *Conn) ourWireFormat() *wireFormatInfo {
 		{Name: "TcpNoDelayEnabled", Value: true},
 		{Name: "CacheSize", Value: int32(0)},
 		{Name: "MaxInactivityDuration", Value: c.uri.MaxInactivity.Milliseconds()},
-		{Name: "MaxInactivityDurationInitalDelay", Value: int64(10000)},
+		{Name: "MaxInactivityDurationInitalDelay", Value: initialDelay(c.uri.MaxInactivity).Milliseconds()},
 		{Name: "MaxFrameSize", Value: int64(c.uri.MaxFrameSize)},
 		{Name: "ProviderName", Value: "brokernet"},
 	})
@@ -853,4 +853,12 @@ func (c *Conn) writeLoop() {
 		}
 		c.wrote.Store(true)
 	}
+}
+
+// initialDelay is MaxInactivityDurationInitalDelay (sic): how long the
+// broker's InactivityMonitor waits before its first check. Its checks then
+// write a KeepAliveInfo every third of the duration when idle
+// (AbstractInactivityMonitor).
+func initialDelay(inactivity time.Duration) time.Duration {
+	return min(10*time.Second, inactivity)
 }

@@ -3,6 +3,7 @@ package openwire
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,4 +339,68 @@ func queueDrained(t *testing.T, b *testbroker.ActiveMQ, queue string, n int64) {
 		}
 		return nil
 	})
+}
+
+func TestAdvisoryOfNativeNetworkConsumer(t *testing.T) {
+	b := startBroker(t, testbroker.Options{ID: "net-b"})
+	a := startBroker(t, testbroker.Options{ID: "net-a", NetworkConnectors: []string{b.OpenWireURI()}})
+	ctx := context.Background()
+	c := dial(t, a.OpenWireURI())
+	if err := c.WatchConsumers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Subscribe(t, b.StompURI(), "/queue/ow.net")
+	for {
+		ev := next(t, c, 20*time.Second)
+		if ev.Kind == transport.BadConsumer {
+			t.Fatalf("bad consumer: %v", ev.Err)
+		}
+		if ev.Kind == transport.Consumer && ev.Consumer.Consumer.Destination.Name == "ow.net" {
+			cons := ev.Consumer.Consumer
+			if !cons.Native || len(cons.Path) != 1 || cons.Path[0] != "net-b" || cons.Bridge {
+				t.Fatalf("network consumer: %+v", cons)
+			}
+			return
+		}
+	}
+}
+
+func TestBadSelectorIsRefused(t *testing.T) {
+	b := startBroker(t, testbroker.Options{})
+	c := dial(t, b.OpenWireURI())
+	ctx := context.Background()
+	q := destination.Destination{Kind: destination.Queue, Name: "ow.refused"}
+	tok, err := c.Subscribe(ctx, transport.Subscription{ID: "x", Destination: q, Selector: "intProp >"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := waitToken(t, c, tok)
+	if ev.Kind != transport.Refused || ev.Err == nil || !strings.Contains(ev.Err.Error(), "InvalidSelector") {
+		t.Fatalf("bad selector: %+v", ev)
+	}
+	// The connection stays usable and the id is free again.
+	tok, _ = c.Subscribe(ctx, transport.Subscription{ID: "x", Destination: q, Selector: "intProp > 1"})
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		t.Fatalf("good selector after a bad one: %+v", ev)
+	}
+}
+
+func TestKeepAliveHoldsAnIdleConnection(t *testing.T) {
+	b := startBroker(t, testbroker.Options{})
+	c := dial(t, b.OpenWireURI()+"?wireFormat.maxInactivityDuration=1000")
+	if c.inactivity != time.Second {
+		t.Fatalf("negotiated inactivity %s, want 1s", c.inactivity)
+	}
+	select {
+	case <-c.Done():
+		t.Fatalf("idle connection ended: %v", c.Err())
+	case <-time.After(4 * time.Second):
+	}
+	tok, err := c.Sync(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		t.Fatalf("sync after idling: %+v", ev)
+	}
 }

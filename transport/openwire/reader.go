@@ -21,9 +21,10 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 	var buf []byte
 	for {
 		if c.inactivity > 0 {
-			// The broker writes a KeepAliveInfo when it has written nothing for
-			// a while; twice the duration is silence for sure.
-			c.nc.SetReadDeadline(time.Now().Add(2 * c.inactivity))
+			// After its initial delay the broker writes a KeepAliveInfo when it
+			// has written nothing for a third of the duration; twice the
+			// duration beyond the delay is silence for sure.
+			c.nc.SetReadDeadline(time.Now().Add(initialDelay(c.inactivity) + 2*c.inactivity))
 		}
 		p, err := readFrame(br, buf, c.uri.MaxFrameSize)
 		if err != nil {
