@@ -54,9 +54,11 @@ func newFakeBroker(name string) *fakeBroker {
 
 var _ transport.Endpoint = (*fakeBroker)(nil)
 
-func (b *fakeBroker) String() string          { return "fake://" + b.name }
-func (b *fakeBroker) Addr() string            { return b.name + ":0" }
-func (b *fakeBroker) Backoff() backoff.Policy { return backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2} }
+func (b *fakeBroker) String() string { return "fake://" + b.name }
+func (b *fakeBroker) Addr() string   { return b.name + ":0" }
+func (b *fakeBroker) Backoff() backoff.Policy {
+	return backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2}
+}
 
 func (b *fakeBroker) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
 	c := &fakeConn{b: b, events: make(chan transport.Event, 1<<16), done: make(chan struct{}), subs: make(map[string]*fakeSub)}
