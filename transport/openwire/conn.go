@@ -36,45 +36,29 @@ import (
 // Compile-time guards.
 var (
 	_ transport.Conn     = (*Conn)(nil)
-	_ transport.Endpoint = (*Endpoint)(nil)
+	_ transport.Endpoint = URI{}
 )
 
 // Version is the OpenWire version brokernet speaks. ActiveMQ 5.17 offers 12;
 // a newer broker negotiates down to it (the minimum of both sides).
 const Version = 12
 
-// Endpoint is a dialable OpenWire broker URI.
-type Endpoint struct {
-	URI URI
-	Log zerolog.Logger
-}
-
-// NewEndpoint parses s (tcp:// or ssl://) into an Endpoint logging to log.
-func NewEndpoint(s string, log zerolog.Logger) (*Endpoint, error) {
-	u, err := ParseURI(s)
-	if err != nil {
-		return nil, err
+// Dial implements transport.Endpoint: it connects to the broker at u,
+// logging to the zerolog logger of ctx (zerolog.Ctx). opts.ClientID is used
+// when the URI sets no clientId.
+func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	if opts.ClientID != "" && u.ClientID == "" {
+		u.ClientID = opts.ClientID
 	}
-	return &Endpoint{URI: u, Log: log}, nil
-}
-
-// Dial implements transport.Endpoint.
-func (e *Endpoint) Dial(ctx context.Context) (transport.Conn, error) {
-	c, err := Dial(ctx, e.URI, e.Log)
+	c, err := Dial(ctx, u, *zerolog.Ctx(ctx))
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// String implements transport.Endpoint: the URI without its password.
-func (e *Endpoint) String() string { return e.URI.String() }
-
-// Addr implements transport.Endpoint.
-func (e *Endpoint) Addr() string { return e.URI.Addr() }
-
-// Backoff implements transport.Endpoint.
-func (e *Endpoint) Backoff() backoff.Policy { return e.URI.Reconnect }
+// Backoff implements transport.Endpoint: the reconnect policy of u.
+func (u URI) Backoff() backoff.Policy { return u.Reconnect }
 
 // BrokerError is an ExceptionResponse or ConnectionError from the broker:
 // the Java exception class and message.

@@ -75,7 +75,9 @@ func (c *Conn) handle(cmd dataStructure) {
 			c.write(noCtx{}, &keepAliveInfo{}, nil)
 		}
 	case *connectionError:
-		c.fail(fmt.Errorf("%s: %w", c.uri, &BrokerError{Exception: x.Exception}))
+		// The broker refused a command that asked for no response and
+		// ends the connection.
+		c.fail(fmt.Errorf("%s: %w: %w", c.uri, transport.ErrRefused, &BrokerError{Exception: x.Exception}))
 	case *shutdownInfo:
 		c.fail(fmt.Errorf("%s: broker shut down the connection", c.uri))
 	case *brokerInfo, *wireFormatInfo:
