@@ -18,6 +18,9 @@ import (
 // (verified-here.md, "A real JMS client for tests").
 var jmsJars = []string{"activemq-client.jar", "geronimo-jms_1.1_spec.jar", "geronimo-j2ee-management-1.1-spec.jar", "hawtbuf.jar", "slf4j-api.jar"}
 
+// javaClasspath is set by javaClient for tests that start the client themselves.
+var javaClasspath string
+
 // javaClient compiles testdata/jms/Jms.java and returns a function running it.
 func javaClient(t *testing.T) func(args ...string) string {
 	t.Helper()
@@ -34,6 +37,7 @@ func javaClient(t *testing.T) func(args ...string) string {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
 	classpath := strings.Join(append(cp, dir), ":")
+	javaClasspath = classpath
 	return func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
