@@ -117,7 +117,8 @@ type subscription struct {
 	cid     *consumerID
 	dest    *dest
 	ack     transport.AckMode
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below
+	closed  bool       // unsubscribed: its deliveries went back to the broker
 	seq     uint64
 	unacked []delivered // delivered, not yet settled, in delivery order
 }
@@ -375,9 +376,6 @@ func (c *Conn) BrokerName() string { return c.brokerName }
 func (c *Conn) fail(err error) {
 	c.failOnce.Do(func() {
 		c.err = err
-		c.mu.Lock()
-		c.waiters = nil
-		c.mu.Unlock()
 		close(c.done)
 		c.nc.Close()
 	})
@@ -523,6 +521,10 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 }
 
 func (c *Conn) dropSub(sub *subscription) {
+	sub.mu.Lock()
+	sub.closed = true
+	sub.unacked = nil
+	sub.mu.Unlock()
 	c.mu.Lock()
 	if c.subs[sub.id] == sub {
 		delete(c.subs, sub.id)
@@ -679,6 +681,14 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 		return fmt.Errorf("settle %q: foreign ref %T", subID, refs[len(refs)-1])
 	}
 	sub := last.sub
+	sub.mu.Lock()
+	closed := sub.closed
+	sub.mu.Unlock()
+	if closed {
+		// An ack for a removed consumer would be an error on the broker's
+		// side; its deliveries are the broker's again anyway.
+		return fmt.Errorf("settle %q: subscription closed, its deliveries return to the broker", subID)
+	}
 	if outcome == transport.Accepted && sub.ack == transport.Cumulative {
 		sub.mu.Lock()
 		n := 0
