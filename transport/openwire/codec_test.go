@@ -80,27 +80,37 @@ func sample() []dataStructure {
 }
 
 func TestEveryCommandRoundTrips(t *testing.T) {
-	for _, ds := range sample() {
-		t.Run(reflect.TypeOf(ds).Elem().Name(), func(t *testing.T) {
-			frame := encodeFrame(ds)
-			if n := int(binary.BigEndian.Uint32(frame)); n != len(frame)-4 {
-				t.Fatalf("size prefix %d, frame %d", n, len(frame)-4)
-			}
-			got, err := decodeCommand(frame[4:], false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, ds) {
-				t.Fatalf("round trip:\n got %#v\nwant %#v", got, ds)
-			}
-			// Every proper prefix is an error, never a panic.
-			for i := 1; i < len(frame)-4; i++ {
-				if _, err := decodeCommand(frame[4:4+i], false); err == nil {
-					t.Fatalf("prefix of %d bytes decoded", i)
-				}
-			}
-		})
+	for _, tight := range []bool{false, true} {
+		for _, ds := range sample() {
+			testRoundTrip(t, ds, tight)
+		}
 	}
+}
+
+func testRoundTrip(t *testing.T, ds dataStructure, tight bool) {
+	name := reflect.TypeOf(ds).Elem().Name() + " loose"
+	if tight {
+		name = reflect.TypeOf(ds).Elem().Name() + " tight"
+	}
+	t.Run(name, func(t *testing.T) {
+		frame := encodeFrameAs(ds, tight)
+		if n := int(binary.BigEndian.Uint32(frame)); n != len(frame)-4 {
+			t.Fatalf("size prefix %d, frame %d", n, len(frame)-4)
+		}
+		got, err := decodeCommandAs(frame[4:], false, tight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, ds) {
+			t.Fatalf("round trip:\n got %#v\nwant %#v", got, ds)
+		}
+		// Every proper prefix is an error, never a panic.
+		for i := 1; i < len(frame)-4; i++ {
+			if _, err := decodeCommandAs(frame[4:4+i], false, tight); err == nil && !tight {
+				t.Fatalf("prefix of %d bytes decoded", i)
+			}
+		}
+	})
 }
 
 func TestPropertyMapKeepsEveryType(t *testing.T) {
@@ -204,6 +214,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 func TestParseURI(t *testing.T) {
 	good := []struct{ in, addr, str string }{
 		{"tcp://h", "h:61616", "tcp://h:61616"},
+		{"tcp://h?wireFormat.tightEncodingEnabled=false", "h:61616", "tcp://h:61616?wireFormat.tightEncodingEnabled=false"},
 		{"ssl://h", "h:61617", "ssl://h:61617"},
 		{"tcp://u:p@h:1?clientId=c&initialReconnectDelay=250&backOffMultiplier=1.5", "h:1", "tcp://u:***@h:1?backOffMultiplier=1.5&clientId=c&initialReconnectDelay=250ms"},
 		{"ssl://[::1]:5?ca=/x.pem&wireFormat.maxInactivityDuration=0", "[::1]:5", "ssl://[::1]:5?ca=%2Fx.pem&wireFormat.maxInactivityDuration=0"},
@@ -241,13 +252,20 @@ func FuzzDecodeCommand(f *testing.F) {
 	for _, ds := range sample() {
 		f.Add(encodeFrame(ds)[4:])
 	}
+	for _, ds := range sample() {
+		f.Add(encodeFrameAs(ds, true)[4:])
+	}
 	f.Fuzz(func(t *testing.T, p []byte) {
-		ds, err := decodeCommand(p, len(p) > 0 && p[len(p)-1]&1 == 1)
+		last := byte(0)
+		if len(p) > 0 {
+			last = p[len(p)-1]
+		}
+		ds, err := decodeCommandAs(p, last&1 == 1, last&2 == 2)
 		if err != nil {
 			return
 		}
 		// Whatever decodes must encode again without panicking.
-		encodeFrame(ds)
+		encodeFrameAs(ds, last&2 == 2)
 		if m, ok := ds.(*message); ok {
 			if tm, err := toMessage(m, 0); err == nil {
 				fromMessage(tm)

@@ -173,8 +173,18 @@ func (w *writer) nested(ds dataStructure) {
 		return
 	}
 	w.bool(true)
+	if w.tight && marshallAware(ds.dsType()) {
+		w.putBit(false) // no cached marshalled form
+	}
 	w.u8(ds.dsType())
 	ds.marshal(w)
+}
+
+// marshallAware reports the types whose nested tight encoding has one more
+// bit, for a cached marshalled form (Message, WireFormatInfo:
+// isMarshallAware; OpenWireFormat.tightMarshalNestedObject1).
+func marshallAware(t byte) bool {
+	return t == typeWireFormatInfo || (t >= typeMessage && t <= typeBlobMessage)
 }
 
 // nested reads an optional nested object; nil when absent.
@@ -186,6 +196,11 @@ func (r *reader) nested() dataStructure {
 	ds := newDataStructure(t)
 	if ds == nil {
 		r.fail("unknown nested data type %d", t)
+		return nil
+	}
+	if r.tight && marshallAware(t) && r.nextBit() {
+		// Java never sends a cached marshalled form (the code is commented out).
+		r.fail("nested type %d in cached marshalled form", t)
 		return nil
 	}
 	r.depth++

@@ -4,11 +4,13 @@
 // advisories arrive as the broker's own ConsumerInfo/RemoveInfo commands.
 //
 // It implements the subset of OpenWire v12 (ActiveMQ 5.13 and later) the
-// bridge needs, in loose encoding with size prefixes and without the marshal
-// cache: brokernet's WireFormatInfo offers tightEncodingEnabled=false and
-// cacheEnabled=false, and ActiveMQ negotiates the AND of both sides
-// (OpenWireFormat.renegotiateWireFormat), so the broker writes loose frames
-// too. The size prefix lets the reader skip commands it does not know.
+// bridge needs, in tight or loose encoding (the URI's
+// wireFormat.tightEncodingEnabled), always with size prefixes and without
+// the marshal cache: brokernet's WireFormatInfo offers cacheEnabled=false
+// and sizePrefixDisabled=false, and ActiveMQ negotiates the AND of both
+// sides (OpenWireFormat.renegotiateWireFormat). The WireFormatInfo exchange
+// itself is loose. The size prefix lets the reader skip commands it does
+// not know, and bounds what a frame can make brokernet allocate.
 package openwire
 
 import (
@@ -86,6 +88,7 @@ type Conn struct {
 	prodID               *producerID
 	clientID             string
 	traces               bool          // stackTraceEnabled negotiated
+	tight                bool          // tightEncodingEnabled negotiated
 	inactivity           time.Duration // negotiated maxInactivityDuration, 0 = none
 
 	out      chan outFrame
@@ -225,7 +228,7 @@ func tlsConfig(uri URI) (*tls.Config, error) {
 // WireFormatInfo's property map, WireFormatInfo.java).
 func (c *Conn) ourWireFormat() *wireFormatInfo {
 	b, _ := encodeProps([]transport.Property{
-		{Name: "TightEncodingEnabled", Value: false},
+		{Name: "TightEncodingEnabled", Value: c.uri.Tight},
 		{Name: "CacheEnabled", Value: false},
 		{Name: "SizePrefixDisabled", Value: false},
 		{Name: "StackTraceEnabled", Value: false},
@@ -264,7 +267,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 			return fail(err)
 		}
 		buf = p
-		cmd, err := decodeCommand(p, c.traces)
+		cmd, err := decodeCommandAs(p, c.traces, c.tight && gotWF)
 		if err != nil {
 			var unknown errUnknownCommand
 			if errors.As(err, &unknown) {
@@ -286,7 +289,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 				&sessionInfo{baseCommand: baseCommand{CommandID: c.cmdID.Add(1)}, SessionID: c.sessID},
 				&producerInfo{baseCommand: baseCommand{CommandID: c.cmdID.Add(1)}, ProducerID: c.prodID},
 			} {
-				w.b = append(w.b, encodeFrame(f)...)
+				w.b = append(w.b, encodeFrameAs(f, c.tight)...)
 			}
 			if _, err := c.nc.Write(w.b); err != nil {
 				return fail(err)
@@ -324,6 +327,11 @@ func (c *Conn) negotiate(x *wireFormatInfo) error {
 	name, version := "ActiveMQ", ""
 	for _, p := range props {
 		switch p.Name {
+		case "TightEncodingEnabled":
+			v, _ := p.Value.(bool)
+			c.tight = c.uri.Tight && v
+		case "StackTraceEnabled":
+			// brokernet offers false, so the AND is false whatever the broker says.
 		case "MaxInactivityDuration":
 			if v, ok := p.Value.(int64); ok {
 				if d := time.Duration(v) * time.Millisecond; d < c.inactivity {
@@ -404,7 +412,7 @@ func (c *Conn) write(ctx context.Context, cmd command, onResponse func(command))
 		c.waiters[b.CommandID] = onResponse
 		c.mu.Unlock()
 	}
-	frame := encodeFrame(cmd)
+	frame := encodeFrameAs(cmd, c.tight)
 	if len(frame)-4 > c.uri.MaxFrameSize {
 		c.forget(b.CommandID)
 		return fmt.Errorf("command of %d bytes exceeds wireFormat.maxFrameSize %d", len(frame)-4, c.uri.MaxFrameSize)

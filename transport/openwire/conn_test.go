@@ -97,9 +97,20 @@ func TestConnectReportsBrokerIdentity(t *testing.T) {
 
 func TestSendBatchesConsumeAndAck(t *testing.T) {
 	b := startBroker(t, testbroker.Options{})
+	for _, tight := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tight=%v", tight), func(t *testing.T) {
+			sendBatchesConsumeAndAck(t, b, fmt.Sprintf("%s?wireFormat.tightEncodingEnabled=%v", b.OpenWireURI(), tight), tight)
+		})
+	}
+}
+
+func sendBatchesConsumeAndAck(t *testing.T, b *testbroker.ActiveMQ, uri string, tight bool) {
 	ctx := context.Background()
-	p := dial(t, b.OpenWireURI())
-	q := destination.Destination{Kind: destination.Queue, Name: "ow.batches"}
+	p := dial(t, uri)
+	if p.tight != tight {
+		t.Fatalf("negotiated tight encoding %v, want %v", p.tight, tight)
+	}
+	q := destination.Destination{Kind: destination.Queue, Name: fmt.Sprintf("ow.batches.%v", tight)}
 
 	// Ten batches of 50 with every commit in flight before any confirmation is read.
 	const batches, per = 10, 50
@@ -126,7 +137,7 @@ func TestSendBatchesConsumeAndAck(t *testing.T) {
 		}
 	}
 
-	c := dial(t, b.OpenWireURI())
+	c := dial(t, uri)
 	tok, err := c.Subscribe(ctx, transport.Subscription{ID: "s1", Destination: q, Prefetch: 100})
 	if err != nil {
 		t.Fatal(err)

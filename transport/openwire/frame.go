@@ -18,13 +18,27 @@ const DefaultMaxFrameSize = 64 << 20
 // encoded body (OpenWireFormat.marshal). The size makes unknown commands
 // skippable.
 
-// encodeFrame marshals c into a complete frame.
-func encodeFrame(c dataStructure) []byte {
-	w := &writer{b: make([]byte, 5, 256)}
-	w.b[4] = c.dsType()
+// encodeFrame marshals c into a complete frame in loose encoding.
+func encodeFrame(c dataStructure) []byte { return encodeFrameAs(c, false) }
+
+// encodeFrameAs marshals c in loose or tight encoding. A tight frame is the
+// size, the type, the BooleanStream, then the data (OpenWireFormat.marshal).
+func encodeFrameAs(c dataStructure, tight bool) []byte {
+	if !tight {
+		w := &writer{b: make([]byte, 5, 256)}
+		w.b[4] = c.dsType()
+		c.marshal(w)
+		binary.BigEndian.PutUint32(w.b, uint32(len(w.b)-4))
+		return w.b
+	}
+	w := &writer{b: make([]byte, 0, 256), tight: true}
 	c.marshal(w)
-	binary.BigEndian.PutUint32(w.b, uint32(len(w.b)-4))
-	return w.b
+	out := make([]byte, 5, 8+len(w.bits)+len(w.b))
+	out[4] = c.dsType()
+	out = w.appendBits(out)
+	out = append(out, w.b...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
 }
 
 // readFrame reads one frame's payload (type byte and body) from r.
@@ -53,9 +67,15 @@ type errUnknownCommand byte
 
 func (e errUnknownCommand) Error() string { return fmt.Sprintf("unknown command type %d", byte(e)) }
 
-// decodeCommand decodes a frame payload. It never panics; a malformed frame
-// is an error naming the offset. traces says stack traces were negotiated.
+// decodeCommand decodes a loose frame payload. It never panics; a malformed
+// frame is an error naming the offset. traces says stack traces were
+// negotiated.
 func decodeCommand(p []byte, traces bool) (dataStructure, error) {
+	return decodeCommandAs(p, traces, false)
+}
+
+// decodeCommandAs decodes a frame payload in loose or tight encoding.
+func decodeCommandAs(p []byte, traces, tight bool) (dataStructure, error) {
 	if len(p) == 0 {
 		return nil, fmt.Errorf("empty frame")
 	}
@@ -63,7 +83,10 @@ func decodeCommand(p []byte, traces bool) (dataStructure, error) {
 	if ds == nil {
 		return nil, errUnknownCommand(p[0])
 	}
-	r := &reader{b: p, off: 1, traces: traces}
+	r := &reader{b: p, off: 1, traces: traces, tight: tight}
+	if tight {
+		r.bitsFrom()
+	}
 	ds.unmarshal(r)
 	if r.err != nil {
 		return nil, fmt.Errorf("decoding command type %d: %w", p[0], r.err)

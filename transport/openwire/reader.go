@@ -37,7 +37,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		if cap(p) <= 1<<20 {
 			buf = p // reuse small buffers; decoded values are copies
 		}
-		cmd, err := decodeCommand(p, c.traces)
+		cmd, err := decodeCommandAs(p, c.traces, c.tight)
 		if err != nil {
 			var unknown errUnknownCommand
 			if !errors.As(err, &unknown) {

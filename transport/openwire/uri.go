@@ -21,7 +21,7 @@ import (
 // ca (PEM file of trusted roots), serverName (TLS name to verify),
 // wireFormat.maxInactivityDuration (ms or a Go duration, default 30s, 0
 // disables keep-alives), wireFormat.maxFrameSize (bytes, default 64 MiB),
-// and the reconnect options named as ActiveMQ's failover transport names
+// wireFormat.tightEncodingEnabled (default true), and the reconnect options named as ActiveMQ's failover transport names
 // them: initialReconnectDelay, maxReconnectDelay, backOffMultiplier.
 type URI struct {
 	TLS           bool
@@ -34,8 +34,14 @@ type URI struct {
 	ServerName    string
 	MaxInactivity time.Duration
 	MaxFrameSize  int
-	Reconnect     backoff.Policy
+	// Tight asks for OpenWire's tight encoding (wireFormat.tightEncodingEnabled):
+	// smaller frames for a little more work on both sides.
+	Tight     bool
+	Reconnect backoff.Policy
 }
+
+// defaultTight is the default of wireFormat.tightEncodingEnabled.
+const defaultTight = true
 
 // Default ports of ActiveMQ's openwire and ssl transport connectors.
 const (
@@ -49,7 +55,7 @@ func Schemes(scheme string) bool { return scheme == "tcp" || scheme == "ssl" }
 
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
-	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Reconnect: backoff.Default()}
+	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: backoff.Default()}
 	if !strings.Contains(s, "://") {
 		return u, fmt.Errorf("broker URI %q: missing scheme (want tcp://host:port or ssl://host:port)", redactRaw(s))
 	}
@@ -114,6 +120,12 @@ func ParseURI(s string) (URI, error) {
 				return u, bad("want a number of bytes >= 1024")
 			}
 			u.MaxFrameSize = n
+		case "wireFormat.tightEncodingEnabled":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return u, bad("want true or false")
+			}
+			u.Tight = b
 		case "initialReconnectDelay":
 			d, err := parseMillis(v)
 			if err != nil || d <= 0 {
@@ -208,6 +220,9 @@ func (u URI) url() url.URL {
 	}
 	if u.MaxFrameSize != DefaultMaxFrameSize {
 		q.Set("wireFormat.maxFrameSize", strconv.Itoa(u.MaxFrameSize))
+	}
+	if u.Tight != defaultTight {
+		q.Set("wireFormat.tightEncodingEnabled", strconv.FormatBool(u.Tight))
 	}
 	def := backoff.Default()
 	if u.Reconnect.Initial != def.Initial {

@@ -30,6 +30,39 @@ type reader struct {
 	// traces says stackTraceEnabled was negotiated: exceptions then carry
 	// their stack traces and causes.
 	traces bool
+	// tight says the frame is in tight encoding: booleans (and the presence
+	// and size flags of optional values) come from bits, read in field order.
+	tight bool
+	bits  []byte
+	bit   int
+}
+
+// bitsFrom reads a marshalled BooleanStream (BooleanStream.unmarshal): a
+// length byte below 64, or 0xC0 and a length byte, or 0x80 and a u16
+// length, then that many bytes of bits, least significant first.
+func (r *reader) bitsFrom() {
+	n := int(r.u8())
+	switch n {
+	case 0xc0:
+		n = int(r.u8())
+	case 0x80:
+		n = r.u16()
+	}
+	r.bits = r.take(n)
+	r.bit = 0
+}
+
+func (r *reader) nextBit() bool {
+	if r.err != nil {
+		return false
+	}
+	if r.bit >= 8*len(r.bits) {
+		r.fail("boolean stream of %d bytes exhausted", len(r.bits))
+		return false
+	}
+	v := r.bits[r.bit/8]>>(r.bit%8)&1 != 0
+	r.bit++
+	return v
 }
 
 func (r *reader) stackTraces() bool { return r.traces }
@@ -63,7 +96,12 @@ func (r *reader) u8() byte {
 	return p[0]
 }
 
-func (r *reader) bool() bool { return r.u8() != 0 }
+func (r *reader) bool() bool {
+	if r.tight {
+		return r.nextBit()
+	}
+	return r.u8() != 0
+}
 
 func (r *reader) i16() int16 {
 	p := r.take(2)
@@ -89,7 +127,19 @@ func (r *reader) i32() int32 {
 	return int32(binary.BigEndian.Uint32(p))
 }
 
+// i64 reads a long field. Tight encoding spends two bits to say whether it
+// is 0 or fits in an unsigned 16 or 32 bits (tightMarshalLong1).
 func (r *reader) i64() int64 {
+	if r.tight {
+		switch hi, lo := r.nextBit(), r.nextBit(); {
+		case !hi && !lo:
+			return 0
+		case !hi:
+			return int64(uint16(r.i16()))
+		case !lo:
+			return int64(uint32(r.i32()))
+		}
+	}
 	p := r.take(8)
 	if p == nil {
 		return 0
@@ -104,9 +154,14 @@ func (r *reader) utf() string {
 }
 
 // str reads an optional string (looseUnmarshalString); absent reads as "".
+// Tight encoding adds a bit saying the string is ASCII, which changes
+// nothing for the reader: ASCII is its own modified UTF-8.
 func (r *reader) str() string {
 	if !r.bool() {
 		return ""
+	}
+	if r.tight {
+		r.nextBit()
 	}
 	return r.utf()
 }
@@ -156,12 +211,46 @@ func (r *reader) throwable(stackTraces bool) string {
 	return class + ": " + msg
 }
 
-// writer encodes one frame.
-type writer struct{ b []byte }
+// writer encodes one frame. In tight encoding booleans go to a separate
+// bit stream (the BooleanStream written before the data).
+type writer struct {
+	b     []byte
+	tight bool
+	bits  []byte
+	nbit  int
+}
+
+func (w *writer) putBit(v bool) {
+	if w.nbit%8 == 0 {
+		w.bits = append(w.bits, 0)
+	}
+	if v {
+		w.bits[w.nbit/8] |= 1 << (w.nbit % 8)
+	}
+	w.nbit++
+}
+
+// appendBits appends the marshalled BooleanStream to p.
+func (w *writer) appendBits(p []byte) []byte {
+	n := len(w.bits)
+	switch {
+	case n < 64:
+		p = append(p, byte(n))
+	case n < 256:
+		p = append(p, 0xc0, byte(n))
+	default:
+		p = append(p, 0x80, byte(n>>8), byte(n))
+	}
+	return append(p, w.bits...)
+}
 
 func (w *writer) u8(v byte) { w.b = append(w.b, v) }
 
 func (w *writer) bool(v bool) {
+	if w.tight {
+		w.putBit(v)
+		return
+	}
 	if v {
 		w.u8(1)
 	} else {
@@ -171,7 +260,31 @@ func (w *writer) bool(v bool) {
 
 func (w *writer) i16(v int16) { w.b = binary.BigEndian.AppendUint16(w.b, uint16(v)) }
 func (w *writer) i32(v int32) { w.b = binary.BigEndian.AppendUint32(w.b, uint32(v)) }
-func (w *writer) i64(v int64) { w.b = binary.BigEndian.AppendUint64(w.b, uint64(v)) }
+
+// i64 writes a long field; see reader.i64 for the tight form.
+func (w *writer) i64(v int64) {
+	if w.tight {
+		switch u := uint64(v); {
+		case u == 0:
+			w.putBit(false)
+			w.putBit(false)
+			return
+		case u&^0xffff == 0:
+			w.putBit(false)
+			w.putBit(true)
+			w.i16(int16(u))
+			return
+		case u&^0xffffffff == 0:
+			w.putBit(true)
+			w.putBit(false)
+			w.i32(int32(u))
+			return
+		}
+		w.putBit(true)
+		w.putBit(true)
+	}
+	w.b = binary.BigEndian.AppendUint64(w.b, uint64(v))
+}
 
 // utf writes a DataOutput.writeUTF string. Java refuses strings longer than
 // 65535 encoded bytes; callers check outside data with fitsUTF first, and
@@ -190,8 +303,21 @@ func (w *writer) utf(s string) {
 func (w *writer) str(s string) {
 	w.bool(s != "")
 	if s != "" {
+		if w.tight {
+			w.putBit(isASCII(s))
+		}
 		w.utf(s)
 	}
+}
+
+// isASCII reports whether s is all U+0001..U+007F (tightMarshalString1's isOnlyAscii).
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 || s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // bytes writes an optional byte sequence; nil is absent.
