@@ -67,9 +67,12 @@ const (
 )
 
 // dataStructure is an OpenWire data structure this package can marshal. The
-// loose encoding of each is its fields in the order of the v12 marshallers
-// (org.apache.activemq.openwire.v12.*Marshaller.looseMarshal), commands first
-// with BaseCommand's commandId and responseRequired. With the marshal cache
+// encoding of each is its fields in the order of the v12 marshallers
+// (org.apache.activemq.openwire.v12.*Marshaller.looseMarshal and
+// tightMarshal1/2, which visit the fields in the same order), commands first
+// with BaseCommand's commandId and responseRequired. The writer and reader
+// know the encoding: in tight encoding booleans and presence flags become
+// bits of the frame's BooleanStream and longs shrink. With the marshal cache
 // disabled, a "cached" object is encoded as a nested one.
 type dataStructure interface {
 	dsType() byte

@@ -14,8 +14,8 @@ import (
 const DefaultMaxFrameSize = 64 << 20
 
 // With sizePrefixDisabled false (negotiated; brokernet never disables it)
-// every frame is an int32 size, then the data type byte and the loosely
-// encoded body (OpenWireFormat.marshal). The size makes unknown commands
+// every frame is an int32 size, then the data type byte and the encoded
+// body (OpenWireFormat.marshal). The size makes unknown commands
 // skippable.
 
 // encodeFrame marshals c into a complete frame in loose encoding.
