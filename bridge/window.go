@@ -94,7 +94,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	case n >= s.cfg.MaxRefusals:
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
-		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times", n))
+		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
 	case n > 0:
 		if s.open != nil || s.committing > 0 {
 			// Sent alone once nothing else is in flight, so that a refusal is

@@ -161,6 +161,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
+	nc = withQuickAck(nc)
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
 		if err != nil {
