@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -213,4 +215,36 @@ func TestRemoteFailureRedeliversEverythingUnsettled(t *testing.T) {
 	if b.Stats().Sessions.Load() < 2 {
 		t.Errorf("sessions = %d, want a reconnect", b.Stats().Sessions.Load())
 	}
+}
+
+func TestDeadDurableConnectionEndsSessionWhileWindowFull(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	remote.consumers = append(remote.consumers, advisory.Event{Kind: advisory.ConsumerAdded, ConsumerCount: -1,
+		Consumer: advisory.Consumer{ID: "ID:remote-1:1:1:1", Destination: destination.Destination{Kind: destination.Topic, Name: "t"},
+			SubscriptionName: "sub1", ClientID: "client1"}})
+	remote.holdCommits = true
+	b, _, _ := startFake(t, local, remote, Config{Window: 5, MaxBatch: 5, MaxCommits: 1})
+	local.put("t", 50)
+	waitFor(t, 2*time.Second, "window full", func() bool { return remote.heldCommits() == 1 })
+	// The durable subscription lives on the second local connection.
+	var durable *fakeConn
+	local.mu.Lock()
+	for _, c := range local.conns {
+		for _, s := range c.subs {
+			if s.sub.DurableName != "" {
+				durable = c
+			}
+		}
+	}
+	local.mu.Unlock()
+	if durable == nil {
+		t.Fatal("no durable demand subscription was made")
+	}
+	// The old session's confirmations never come; the next session's are not held.
+	remote.mu.Lock()
+	remote.held, remote.holdCommits = nil, false
+	remote.mu.Unlock()
+	durable.fail(errors.New("connection reset"))
+	waitFor(t, 5*time.Second, "a new session", func() bool { return b.Stats().Sessions.Load() >= 2 })
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("t") == 0 })
 }
