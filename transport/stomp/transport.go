@@ -289,8 +289,13 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 		}
 		if sub.Destination.Kind == destination.Topic {
 			// The queue RabbitMQ binds to amq.topic for this subscription: named,
-			// so that its binding events show it as the bridge's own.
-			q := rabbitQueuePrefix + sanitizeQueue(b.c.Session()+"."+sub.ID)
+			// so that its binding events show it as the bridge's own. All
+			// non-durable topic subscriptions of a connection share one queue,
+			// bound once per routing key: RabbitMQ puts a message in a queue once
+			// however many of its bindings match (prices.eu and prices.*), and
+			// its delivery ids differ per copy, so copies in separate queues
+			// could not be told apart.
+			q := rabbitQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
 			if sub.DurableName != "" {
 				q = rabbitQueuePrefix + sanitizeQueue(sub.DurableName)
 				f.Header.Add("durable", "true")
