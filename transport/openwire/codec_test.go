@@ -178,7 +178,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(back.Body) != "naïve" || back.Priority != 7 || !back.Expires.Equal(exp) || back.ReplyTo != "queue://replies" ||
+	if string(back.Body) != "naïve" || back.Priority != 7 || !back.Expires.Equal(exp) || back.ReplyTo != "/queue/replies" ||
 		back.Type != "Quote" || back.CorrelationID != "c-1" || !back.Persistent || back.Destination != tm.Destination {
 		t.Fatalf("toMessage: %+v", back)
 	}
@@ -202,6 +202,19 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 	props, _ := decodeProps(again.Props)
 	if len(props) != 3 || props[0].Value != int32(6) || props[2].Value != "1" {
 		t.Fatalf("props after bridge edit: %#v", props)
+	}
+	// Temporary reply destinations keep naming the existing one, in both spellings.
+	for _, rt := range []string{"/remote-temp-queue/ID:h-1:1:1", "temp-queue://ID:h-1:1:1"} {
+		m, err := fromMessage(&transport.Message{ReplyTo: rt, Priority: -1})
+		if err != nil || m.ReplyTo.Type != typeTempQueue || m.ReplyTo.Name != "ID:h-1:1:1" {
+			t.Fatalf("reply-to %s: %+v %v", rt, m.ReplyTo, err)
+		}
+		if back, _ := toMessage(m, 0); back.ReplyTo != "/remote-temp-queue/ID:h-1:1:1" {
+			t.Fatalf("reply-to %s came back as %s", rt, back.ReplyTo)
+		}
+	}
+	if _, err := fromMessage(&transport.Message{ReplyTo: "nowhere", Priority: -1}); err == nil || !strings.Contains(err.Error(), `"nowhere"`) {
+		t.Fatalf("bad reply-to: %v", err)
 	}
 	// Bytes bodies stay bytes.
 	bm, _ := fromMessage(&transport.Message{Bytes: true, Body: []byte{0, 255}, Priority: -1})

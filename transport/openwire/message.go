@@ -66,7 +66,8 @@ func fromDestination(d destination.Destination) *dest {
 // toMessage converts a received message. Text bodies are decoded to UTF-8;
 // Bytes bodies are passed as they are; Map, Object and Stream bodies are
 // passed in their marshalled form with Bytes set (only OpenWire can read
-// them; Native carries the type). ReplyTo is in URI form ("queue://NAME").
+// them; Native carries the type). ReplyTo is in ActiveMQ's STOMP spelling
+// (see replyToPath).
 func toMessage(m *message, redeliveries int32) (*transport.Message, error) {
 	props, err := decodeProps(m.Props)
 	if err != nil {
@@ -89,7 +90,7 @@ func toMessage(m *message, redeliveries int32) (*transport.Message, error) {
 		tm.Timestamp = time.UnixMilli(m.Timestamp)
 	}
 	if d, ok := toDestination(m.ReplyTo); ok {
-		tm.ReplyTo = d.String()
+		tm.ReplyTo = replyToPath(d)
 	}
 	tm.Props = append(tm.Props, props...)
 	if m.GroupID != "" {
@@ -204,6 +205,22 @@ func fromMessage(tm *transport.Message) (*message, error) {
 		m.Content = append(c, p...)
 	}
 	return m, nil
+}
+
+// replyToPath spells a reply destination as ActiveMQ's STOMP support does:
+// "/queue/NAME", "/topic/NAME", and "/remote-temp-queue/NAME" for a
+// temporary destination, which on ActiveMQ's STOMP side names the existing
+// temporary queue rather than a new one of the sending connection. That
+// spelling passes through the STOMP transport unchanged; an ActiveMQ STOMP
+// broker refuses a reply-to in URI form ("queue://NAME").
+func replyToPath(d destination.Destination) string {
+	switch d.Kind {
+	case destination.TempQueue:
+		return "/remote-temp-queue/" + d.Name
+	case destination.TempTopic:
+		return "/remote-temp-topic/" + d.Name
+	}
+	return d.StompPath()
 }
 
 // parseReplyTo reads a reply destination in URI ("queue://x") or STOMP
