@@ -98,15 +98,10 @@ func toMessage(m *message, redeliveries int32) (*transport.Message, error) {
 		tm.Props = append(tm.Props, transport.Property{Name: propGroupSeq, Value: m.GroupSequence})
 	}
 	content := m.Content
-	if m.Compressed && m.Type == typeTextMessage && content != nil {
-		// ActiveMQTextMessage compresses with java.util.zip.DeflaterOutputStream (zlib).
-		zr, err := zlib.NewReader(bytes.NewReader(content))
-		if err != nil {
-			return nil, fmt.Errorf("inflating text body: %w", err)
-		}
-		content, err = io.ReadAll(io.LimitReader(zr, maxInflate))
-		if err != nil {
-			return nil, fmt.Errorf("inflating text body: %w", err)
+	if m.Compressed && content != nil {
+		var err error
+		if content, err = inflate(m.Type, content); err != nil {
+			return nil, err
 		}
 	}
 	switch m.Type {
@@ -221,6 +216,35 @@ func replyToPath(d destination.Destination) string {
 		return "/remote-temp-topic/" + d.Name
 	}
 	return d.StompPath()
+}
+
+// inflate undoes the client's compression (useCompression): a zlib stream
+// (Message.doCompress, java.util.zip.DeflaterOutputStream), preceded by the
+// uncompressed length for a BytesMessage (ActiveMQBytesMessage.doCompress).
+func inflate(typ byte, content []byte) ([]byte, error) {
+	want := -1
+	if typ == typeBytesMessage {
+		if len(content) < 4 {
+			return nil, fmt.Errorf("compressed bytes body of %d bytes", len(content))
+		}
+		want = int(int32(binary.BigEndian.Uint32(content)))
+		if want < 0 || want > maxInflate {
+			return nil, fmt.Errorf("compressed bytes body claims %d bytes", want)
+		}
+		content = content[4:]
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(content))
+	if err != nil {
+		return nil, fmt.Errorf("inflating body: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxInflate))
+	if err != nil {
+		return nil, fmt.Errorf("inflating body: %w", err)
+	}
+	if want >= 0 && len(out) != want {
+		return nil, fmt.Errorf("inflated bytes body has %d bytes, claims %d", len(out), want)
+	}
+	return out, nil
 }
 
 // parseReplyTo reads a reply destination in URI ("queue://x") or STOMP
