@@ -1,0 +1,419 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// One RabbitMQ node is shared by the tests that do not stop it.
+var shared struct {
+	once sync.Once
+	node *testbroker.RabbitMQ
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.node != nil {
+		shared.node.Close()
+	}
+	os.Exit(code)
+}
+
+func sharedRabbit(t *testing.T) *testbroker.RabbitMQ {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs RabbitMQ (skipped under -short)")
+	}
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "amqp-rabbit-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testbroker.DefaultRabbitStartTimeout)
+		defer cancel()
+		shared.node, shared.err = testbroker.StartRabbit(ctx, dir, testbroker.RabbitOptions{Name: "amqpt" + strconv.Itoa(os.Getpid())})
+	})
+	if shared.err != nil {
+		t.Fatalf("starting RabbitMQ: %v", shared.err)
+	}
+	return shared.node
+}
+
+func dial(t *testing.T, uri string) *Conn {
+	t.Helper()
+	u, err := ParseURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := DialConn(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Abort)
+	return c
+}
+
+// next returns the next event or fails after timeout.
+func next(t *testing.T, c *Conn, timeout time.Duration) transport.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-c.Events():
+		if !ok {
+			t.Fatalf("events closed: %v", c.Err())
+		}
+		return ev
+	case <-time.After(timeout):
+		t.Fatalf("no event within %s", timeout)
+	}
+	return transport.Event{}
+}
+
+// waitToken reads events until tok's, failing on Refused; deliveries seen on
+// the way are returned.
+func waitToken(t *testing.T, c *Conn, tok transport.Token) (transport.Event, []transport.Event) {
+	t.Helper()
+	var other []transport.Event
+	for {
+		ev := next(t, c, 30*time.Second)
+		if ev.Token == tok && (ev.Kind == transport.Confirmed || ev.Kind == transport.Refused) {
+			return ev, other
+		}
+		other = append(other, ev)
+	}
+}
+
+func queue(name string) destination.Destination {
+	return destination.Destination{Kind: destination.Queue, Name: name}
+}
+
+func textMsg(d destination.Destination, body string) *transport.Message {
+	return &transport.Message{Destination: d, Persistent: true, Priority: -1, Body: []byte(body),
+		Props: []transport.Property{{Name: "n", Value: body}}}
+}
+
+// queueDepth is the queue's messages (ready + unacknowledged) per rabbitmqctl.
+func queueDepth(t *testing.T, r *testbroker.RabbitMQ, name string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == name {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("queue %s not listed in %q", name, out)
+}
+
+// TestSendReceiveSettle sends 5,000 persistent messages in batches with all
+// transfers in flight, checks every batch is confirmed accepted, then receives
+// them with credit = prefetch, accepts them, and checks none is lost, none
+// left on the queue after Sync.
+func TestSendReceiveSettle(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	if c.Info().Flavour != transport.RabbitMQ || c.Info().Selectors {
+		t.Fatalf("info = %+v, want RabbitMQ without selectors", c.Info())
+	}
+	if id, err := c.BrokerID(context.Background()); err != nil || id == "" {
+		t.Fatalf("BrokerID = %q, %v", id, err)
+	}
+	ctx := context.Background()
+	q := queue("amqp.send5000")
+	const total, batch = 5000, 500
+	var toks []transport.Token
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		if err := c.Send(ctx, textMsg(q, strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+		if (i+1)%batch == 0 {
+			tok, err := c.Commit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, tok)
+		}
+	}
+	for _, tok := range toks {
+		ev, _ := waitToken(t, c, tok)
+		if ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+			t.Fatalf("batch %d: %+v", tok, ev)
+		}
+	}
+	t.Logf("sent and confirmed %d in %s", total, time.Since(start))
+
+	start = time.Now()
+	sub, err := c.Subscribe(ctx, transport.Subscription{ID: "s1", Destination: q, Prefetch: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := waitToken(t, c, sub)
+	if ev.Kind != transport.Confirmed {
+		t.Fatalf("subscribe: %+v", ev)
+	}
+	seen := map[string]bool{}
+	var refs []transport.Ref
+	for len(seen) < total {
+		ev := next(t, c, 10*time.Second)
+		if ev.Kind != transport.Delivery {
+			t.Fatalf("unexpected %+v", ev)
+		}
+		if got := ev.Msg.PropString("n"); got != string(ev.Msg.Body) || !ev.Msg.Persistent || ev.Msg.Bytes {
+			t.Fatalf("message %q: prop n=%q persistent=%v bytes=%v", ev.Msg.Body, got, ev.Msg.Persistent, ev.Msg.Bytes)
+		}
+		seen[string(ev.Msg.Body)] = true
+		refs = append(refs, ev.Ref)
+		if len(refs) == 50 {
+			if err := c.Settle(ctx, "s1", refs, transport.Accepted); err != nil {
+				t.Fatal(err)
+			}
+			refs = nil
+		}
+	}
+	if err := c.Settle(ctx, "s1", refs, transport.Accepted); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		t.Fatalf("sync: %+v", ev)
+	}
+	t.Logf("received and accepted %d in %s", total, time.Since(start))
+	if n, err := queueDepth(t, r, q.Name); err != nil || n != 0 {
+		t.Fatalf("after Sync the queue holds %d (%v), want 0", n, err)
+	}
+	if err := c.Unsubscribe(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(c.Err(), transport.ErrClosed) {
+		t.Fatalf("Err after Close = %v", c.Err())
+	}
+}
+
+// TestReleaseRedelivers releases deliveries and gets them again, marked redelivered.
+func TestReleaseRedelivers(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	q := queue("amqp.release")
+	for i := 0; i < 10; i++ {
+		if err := c.Send(ctx, textMsg(q, strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, _ := c.Commit(ctx)
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+		t.Fatalf("commit: %+v", ev)
+	}
+	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "r", Destination: q, Prefetch: 10})
+	waitToken(t, c, sub)
+	released := 0
+	accepted := map[string]bool{}
+	redelivered := 0
+	for len(accepted) < 10 {
+		ev := next(t, c, 10*time.Second)
+		if ev.Kind != transport.Delivery {
+			continue
+		}
+		if ev.Msg.Redelivered {
+			redelivered++
+		}
+		if released < 5 && !ev.Msg.Redelivered {
+			released++
+			if err := c.Settle(ctx, "r", []transport.Ref{ev.Ref}, transport.Released); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		accepted[string(ev.Msg.Body)] = true
+		if err := c.Settle(ctx, "r", []transport.Ref{ev.Ref}, transport.Accepted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if redelivered != 5 {
+		t.Fatalf("%d redelivered deliveries, want the 5 released", redelivered)
+	}
+	stok, _ := c.Sync(ctx)
+	waitToken(t, c, stok)
+	if n, err := queueDepth(t, r, q.Name); err != nil || n != 0 {
+		t.Fatalf("queue holds %d (%v), want 0", n, err)
+	}
+}
+
+// TestUnsubscribeReturnsUnsettled checks that deliveries handed out and not
+// settled go back to the queue when the subscription closes, though the
+// connection stays.
+func TestUnsubscribeReturnsUnsettled(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	q := queue("amqp.unsub")
+	for i := 0; i < 20; i++ {
+		_ = c.Send(ctx, textMsg(q, strconv.Itoa(i)))
+	}
+	tok, _ := c.Commit(ctx)
+	waitToken(t, c, tok)
+	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "u", Destination: q, Prefetch: 5})
+	waitToken(t, c, sub)
+	for got := 0; got < 5; {
+		if ev := next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
+			got++
+		}
+	}
+	if err := c.Unsubscribe(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	other := dial(t, r.AMQPURI())
+	sub2, _ := other.Subscribe(ctx, transport.Subscription{ID: "u2", Destination: q, Prefetch: 100})
+	waitToken(t, other, sub2)
+	seen := map[string]bool{}
+	for len(seen) < 20 {
+		ev := next(t, other, 10*time.Second)
+		if ev.Kind == transport.Delivery {
+			seen[string(ev.Msg.Body)] = true
+			_ = other.Settle(ctx, "u2", []transport.Ref{ev.Ref}, transport.Accepted)
+		}
+	}
+}
+
+// TestSelectorRefused: RabbitMQ 3.10 has no selectors over AMQP 1.0.
+func TestSelectorRefused(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	_, err := c.Subscribe(context.Background(), transport.Subscription{ID: "x", Destination: queue("amqp.sel"), Selector: "color = 'red'"})
+	if !errors.Is(err, transport.ErrUnsupported) || !strings.Contains(err.Error(), "color = 'red'") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := c.WatchConsumers(context.Background()); !errors.Is(err, transport.ErrUnsupported) {
+		t.Fatalf("WatchConsumers: %v", err)
+	}
+}
+
+// TestRefusedSendIsNotSuccess sends more than a reject-publish queue takes:
+// the overflowing messages must never be confirmed as accepted. (RabbitMQ
+// 3.10's AMQP 1.0 session has no handler for the publisher nack and ends: the
+// connection then ends with the batch unconfirmed.)
+func TestRefusedSendIsNotSuccess(t *testing.T) {
+	r := sharedRabbit(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := r.Ctl(ctx, "set_policy", "--apply-to", "queues", "amqplimit", "^amqp\\.limited$",
+		`{"max-length":2,"overflow":"reject-publish"}`); err != nil {
+		t.Fatalf("set_policy: %v %s", err, out)
+	}
+	c := dial(t, r.AMQPURI())
+	q := queue("amqp.limited")
+	for i := 0; i < 5; i++ {
+		if err := c.Send(ctx, textMsg(q, strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, _ := c.Commit(ctx)
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Logf("connection ended unconfirmed: %v", c.Err())
+				return
+			}
+			if ev.Token != tok {
+				continue
+			}
+			if ev.Kind == transport.Confirmed && ev.Outcomes == nil {
+				t.Fatal("5 messages to a queue of max-length 2 (reject-publish) all confirmed as accepted")
+			}
+			t.Logf("outcome: %+v", ev)
+			return
+		case <-ctx.Done():
+			t.Fatal("no outcome")
+		}
+	}
+}
+
+// TestNodeStopped stops the broker under a connection with unsettled
+// deliveries and an unconfirmed batch: Events closes, Err says why, and the
+// messages that were not confirmed were not acknowledged.
+func TestNodeStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs RabbitMQ")
+	}
+	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
+	c := dial(t, r.AMQPURI()+"?idleTimeout=5s")
+	ctx := context.Background()
+	q := queue("amqp.kill")
+	for i := 0; i < 10; i++ {
+		_ = c.Send(ctx, textMsg(q, strconv.Itoa(i)))
+	}
+	tok, _ := c.Commit(ctx)
+	waitToken(t, c, tok)
+	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "k", Destination: q, Prefetch: 10})
+	waitToken(t, c, sub)
+	for got := 0; got < 10; {
+		if ev := next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
+			got++
+		}
+	}
+	if err := r.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case <-c.Done():
+			return nil
+		default:
+			return errors.New("connection still up")
+		}
+	})
+	for range c.Events() {
+	}
+	if c.Err() == nil {
+		t.Fatal("Err is nil after the node died")
+	}
+	if err := c.Settle(ctx, "k", nil, transport.Accepted); err == nil {
+		t.Fatal("Settle after the end succeeded")
+	}
+	if _, err := c.Commit(ctx); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Commit after the end: %v", err)
+	}
+	t.Logf("ended with: %v", c.Err())
+	// Nothing was settled: after a restart the 10 persistent messages are all there.
+	rctx, cancel := context.WithTimeout(ctx, testbroker.DefaultRabbitStartTimeout)
+	defer cancel()
+	if err := r.Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		n, err := queueDepth(t, r, q.Name)
+		if err == nil && n != 10 {
+			return fmt.Errorf("queue holds %d, want 10", n)
+		}
+		return err
+	})
+}
