@@ -469,6 +469,9 @@ func (c *Conn) DestroyDurable(_ context.Context, sub transport.Subscription) err
 // released to basic.reject requeue=true, rejected to requeue=false, and closes
 // the session on modified (rabbit_amqp1_0_session_process), which is never sent.
 func (c *Conn) Settle(ctx context.Context, sub string, refs []transport.Ref, outcome transport.Outcome) error {
+	if c.ended() != nil {
+		return fmt.Errorf("settling on %s: %w", sub, c.closedErr())
+	}
 	c.mu.Lock()
 	s, ok := c.subs[sub]
 	var rcv *amqp.Receiver
@@ -605,7 +608,8 @@ func (c *Conn) confirm(tok transport.Token, b []pending, prev <-chan struct{}, m
 			state, err := p.receipt.Wait(c.life)
 			switch st := state.(type) {
 			case nil:
-				if c.sessionLost(err) || c.ended() != nil {
+				var ce *amqp.ConnError
+				if errors.As(err, &ce) || c.sessionLost(err) || c.ended() != nil {
 					return
 				}
 				o = transport.SendOutcome{Outcome: transport.Released, Err: fmt.Errorf("no outcome: %w", err)}

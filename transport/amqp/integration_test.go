@@ -380,6 +380,12 @@ func TestNodeStopped(t *testing.T) {
 			got++
 		}
 	}
+	// The queue is durable (not the exclusive queue RabbitMQ 3.10 declares for
+	// a non-durable terminus) and holds the 10 unacknowledged messages.
+	if out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "durable", "exclusive", "messages"); err != nil ||
+		!strings.Contains(out, "amqp.kill\ttrue\tfalse\t10") {
+		t.Fatalf("before the kill: %q %v", out, err)
+	}
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
 	}
