@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -422,4 +423,61 @@ func TestNodeStopped(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestHeadersThroughRabbitMQ sends each mapping case over AMQP 1.0 through
+// RabbitMQ and reads it back over AMQP 1.0.
+func TestHeadersThroughRabbitMQ(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	q := queue("amqp.headers")
+	// The table's fixed times are in the past here: RabbitMQ would expire them.
+	expires := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
+	for _, tc := range mappingCases {
+		m := tc.m
+		m.Destination = q
+		if !m.Expires.IsZero() {
+			m.Expires = expires
+		}
+		if m.ReplyTo != "" {
+			m.ReplyTo = "/queue/replies"
+		}
+		if err := c.Send(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, _ := c.Commit(ctx)
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+		t.Fatalf("commit: %+v", ev)
+	}
+	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "h", Destination: q, Prefetch: 10})
+	waitToken(t, c, sub)
+	for _, tc := range mappingCases {
+		ev := next(t, c, 20*time.Second)
+		if ev.Kind != transport.Delivery {
+			t.Fatalf("%s: %+v", tc.name, ev)
+		}
+		_ = c.Settle(ctx, "h", []transport.Ref{ev.Ref}, transport.Accepted)
+		got, want := ev.Msg, tc.m
+		want.Destination = q
+		if want.ReplyTo != "" {
+			want.ReplyTo = "/queue/replies"
+		}
+		if !want.Expires.IsZero() {
+			want.Expires = expires
+		}
+		if !got.Expires.IsZero() {
+			got.Expires = got.Expires.UTC()
+		}
+		if !got.Timestamp.IsZero() {
+			got.Timestamp = got.Timestamp.UTC()
+		}
+		if want.Priority < 0 {
+			want.Priority = 4 // RabbitMQ always sends a header; AMQP's default priority is 4
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: through RabbitMQ:\n got %s\nwant %s", tc.name, show(got), show(&want))
+		}
+	}
 }
