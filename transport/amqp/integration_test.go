@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-stomp/stomp/v3"
+
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
@@ -480,4 +482,45 @@ func TestHeadersThroughRabbitMQ(t *testing.T) {
 			t.Errorf("%s: through RabbitMQ:\n got %s\nwant %s", tc.name, show(got), show(&want))
 		}
 	}
+}
+
+// TestFromRabbitMQStomp pins what an AMQP 1.0 receiver gets from RabbitMQ 3.10
+// for a message published over STOMP (the README's header table relies on it):
+// 0-9-1 properties survive, STOMP's application headers do not.
+func TestFromRabbitMQStomp(t *testing.T) {
+	r := sharedRabbit(t)
+	sc, err := stomp.Dial("tcp", r.StompAddr(), stomp.ConnOpt.Login("guest", "guest"), stomp.ConnOpt.Host("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Disconnect()
+	err = sc.Send("/queue/amqp.fromstomp", "text/plain", []byte("héllo"), stomp.SendOpt.Receipt,
+		stomp.SendOpt.Header("persistent", "true"), stomp.SendOpt.Header("priority", "6"),
+		stomp.SendOpt.Header("correlation-id", "c-1"), stomp.SendOpt.Header("reply-to", "/queue/answers"),
+		stomp.SendOpt.Header("expiration", "600000"), stomp.SendOpt.Header("type", "Greeting"),
+		stomp.SendOpt.Header("color", "red"), stomp.SendOpt.Header("BrokernetPath", "|A|"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "fs", Destination: queue("amqp.fromstomp"), Prefetch: 1})
+	waitToken(t, c, sub)
+	ev := next(t, c, 20*time.Second)
+	if ev.Kind != transport.Delivery {
+		t.Fatalf("%+v", ev)
+	}
+	m := ev.Msg
+	t.Logf("from STOMP: %s", show(m))
+	if !m.Persistent || m.Priority != 6 || m.CorrelationID != "c-1" || m.ReplyTo != "/queue/answers" ||
+		m.ContentType != "text/plain" || string(m.Body) != "héllo" || !m.Bytes || m.Expires.IsZero() {
+		t.Errorf("0-9-1 properties did not survive: %s", show(m))
+	}
+	if m.Type != "" {
+		t.Errorf("RabbitMQ 3.10 now carries the 0-9-1 type (%q): update the README's header table", m.Type)
+	}
+	if len(m.Props) != 0 {
+		t.Errorf("RabbitMQ 3.10 now maps STOMP headers to application-properties (%v): update the README's header table", m.Props)
+	}
+	_ = c.Settle(ctx, "fs", []transport.Ref{ev.Ref}, transport.Accepted)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -121,6 +122,12 @@ func fromAMQP(in *amqp.Message, subDest destination.Destination, rabbit bool) *t
 		m.CorrelationID = idString(p.CorrelationID)
 		if p.ReplyTo != nil {
 			m.ReplyTo = *p.ReplyTo
+			// RabbitMQ 3.10 writes a 0-9-1 reply_to as "/queue/"+reply_to, and
+			// its STOMP plugin stores a STOMP reply-to as given ("/queue/x"):
+			// the two make "/queue//queue/x".
+			if rest, ok := strings.CutPrefix(m.ReplyTo, "/queue/"); ok && strings.HasPrefix(rest, "/") {
+				m.ReplyTo = rest
+			}
 		}
 		if p.ContentType != nil {
 			m.ContentType = *p.ContentType
