@@ -204,8 +204,12 @@ func (u URI) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port
 // Backoff is the reconnect policy the URI asks for.
 func (u URI) Backoff() backoff.Policy { return u.Reconnect }
 
-// Dial connects; see DialConn.
-func (u URI) Dial(ctx context.Context) (transport.Conn, error) {
+// Dial connects; see DialConn. opts.ClientID becomes the container-id unless
+// the URI sets containerId.
+func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	if opts.ClientID != "" && u.ContainerID == "" {
+		u.ContainerID = opts.ClientID
+	}
 	c, err := DialConn(ctx, u)
 	if err != nil {
 		return nil, err

@@ -123,8 +123,8 @@ func TestAddress(t *testing.T) {
 		{destination.Destination{Kind: destination.Topic, Name: "prices.>"}, true, "/exchange/amq.topic/prices.#", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.*.x"}, true, "/exchange/amq.topic/prices.*.x", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.>"}, false, "", "cannot send to a wildcard"},
-		{destination.Destination{Kind: destination.Queue, Name: "a/b"}, false, "", "has no RabbitMQ AMQP 1.0 address"},
-		{destination.Destination{Kind: destination.TempQueue, Name: "t1"}, false, "", "temp-queue has no"},
+		{destination.Destination{Kind: destination.Queue, Name: "a/b"}, false, "/queue/a%2Fb", ""},
+		{destination.Destination{Kind: destination.TempQueue, Name: "t1"}, false, "", "temporary queues have no RabbitMQ AMQP 1.0 address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.d.String(), func(t *testing.T) {

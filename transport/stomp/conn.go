@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/transport"
 )
 
 // ErrClosed is the error of a connection closed by this side.
@@ -42,6 +44,9 @@ func (e *BrokerError) Error() string {
 	}
 	return "broker error: " + e.Message + ": " + e.Detail
 }
+
+// Is makes every ERROR frame match transport.ErrRefused.
+func (e *BrokerError) Is(target error) bool { return target == transport.ErrRefused }
 
 // Flavour is the broker implementation, learnt from the CONNECTED frame's server header.
 type Flavour int
@@ -64,6 +69,20 @@ func (f Flavour) String() string {
 		return "artemis"
 	}
 	return "unknown"
+}
+
+// ParseFlavour reads a flavour name as ?flavor= gives it: activemq, rabbitmq
+// or artemis (any case).
+func ParseFlavour(s string) (Flavour, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "activemq":
+		return ActiveMQ, nil
+	case "rabbitmq":
+		return RabbitMQ, nil
+	case "artemis":
+		return Artemis, nil
+	}
+	return Unknown, fmt.Errorf("unknown flavor %q (want activemq, rabbitmq or artemis)", s)
 }
 
 func flavourOf(server string) Flavour {
@@ -156,6 +175,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
+	nc = withQuickAck(nc)
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
 		if err != nil {
@@ -251,6 +271,12 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 		}
 		c.server = r.Header.Get(frame.Server)
 		c.flavour = flavourOf(c.server)
+		if c.uri.Flavour != Unknown {
+			c.flavour = c.uri.Flavour
+		}
+		if c.uri.Flavour != Unknown {
+			c.flavour = c.uri.Flavour // ?flavor= wins over the server header
+		}
 		c.session = r.Header.Get(frame.Session)
 		switch v := r.Header.Get(frame.Version); v {
 		case "1.1", "1.2":
@@ -302,8 +328,9 @@ func (c *Conn) Err() error {
 	}
 }
 
-// Deliveries carries the MESSAGE frames of every subscription, in order. It is
-// closed after the connection ended.
+// Deliveries carries the MESSAGE frames of every subscription, and the RECEIPT
+// frames of WriteStreamReceipt, in the order the broker sent them. It is closed
+// after the connection ended.
 func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
 
 // Write queues f for sending. It blocks only while the write queue is full.
@@ -349,6 +376,19 @@ func (c *Conn) WriteReceipt(ctx context.Context, f *frame.Frame, done func(error
 		return err
 	}
 	return nil
+}
+
+// streamReceiptPrefix starts the ids of receipts that are delivered in the stream.
+const streamReceiptPrefix = "s"
+
+// WriteStreamReceipt adds a receipt header to f, queues it and returns the receipt
+// id. The broker's RECEIPT frame arrives on Deliveries, after every MESSAGE frame
+// the broker sent before it, so a confirmation never overtakes the deliveries
+// that preceded it on the wire.
+func (c *Conn) WriteStreamReceipt(ctx context.Context, f *frame.Frame) (string, error) {
+	id := streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
+	f.Header.Set(frame.Receipt, id)
+	return id, c.Write(ctx, f)
 }
 
 // Request writes f with a receipt and waits for it.
@@ -463,6 +503,10 @@ func (c *Conn) readLoop(dec *decoder) {
 			c.inbox.push(f)
 		case frame.RECEIPT:
 			id := f.Header.Get(frame.ReceiptId)
+			if strings.HasPrefix(id, streamReceiptPrefix) {
+				c.inbox.push(f)
+				continue
+			}
 			c.mu.Lock()
 			cb := c.receipts[id]
 			delete(c.receipts, id)
