@@ -6,6 +6,13 @@
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
 // that channel (rabbit_amqp1_0_session_process); Sync relies on that.
+//
+// Order of events: a subscription's Confirmed comes before its deliveries, and
+// its deliveries keep link order. go-amqp hands each link's frames to a
+// goroutine of its own, so across links — and between deliveries and a
+// Commit's or Sync's confirmation — events come in the order go-amqp passed
+// them on, which can differ from the wire order by what was in flight
+// between its goroutines.
 package amqp
 
 import (
@@ -478,10 +485,12 @@ func (c *Conn) Settle(ctx context.Context, sub string, refs []transport.Ref, out
 	if ok {
 		rcv = s.rcv
 	}
+	gone := !ok && unsubscribed(refs)
 	c.mu.Unlock()
 	if !ok || rcv == nil {
-		if c.ended() != nil {
-			return fmt.Errorf("settling on %s: %w", sub, c.closedErr())
+		if gone {
+			// Unsubscribe already gave these back to the broker.
+			return nil
 		}
 		return fmt.Errorf("settling on %s: no such subscription", sub)
 	}
@@ -518,6 +527,18 @@ func (c *Conn) Settle(ctx context.Context, sub string, refs []transport.Ref, out
 		}
 	}
 	return err
+}
+
+// unsubscribed reports whether every ref is a delivery of a subscription
+// that Unsubscribe closed. The caller holds mu.
+func unsubscribed(refs []transport.Ref) bool {
+	for _, r := range refs {
+		d, ok := r.(*delivery)
+		if !ok || !d.sub.closing {
+			return false
+		}
+	}
+	return true
 }
 
 // Send writes m as an unsettled transfer and adds its receipt to the current
