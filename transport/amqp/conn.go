@@ -18,9 +18,11 @@ package amqp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,18 +137,31 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	} else {
 		opts.SASLType = amqp.SASLTypeAnonymous()
 	}
-	scheme := "amqp://"
-	if u.TLS {
-		cfg, err := u.tlsConfig()
-		if err != nil {
-			return nil, fmt.Errorf("dialing %s: %w", u, err)
-		}
-		opts.TLSConfig = cfg
-		scheme = "amqps://"
+	if opts.HostName == "" {
+		opts.HostName = u.Host
 	}
-	// Credentials go through SASLType, never in the address, so no error of
-	// go-amqp can repeat them.
-	ac, err := amqp.Dial(ctx, scheme+u.Addr(), opts)
+	// brokernet dials the socket itself to know its local address: RabbitMQ
+	// names a connection "CLIENT:PORT -> SERVER:PORT", and the management API
+	// shows that name on every consumer of the connection.
+	nd := &net.Dialer{KeepAlive: 30 * time.Second}
+	var nc net.Conn
+	var err error
+	if u.TLS {
+		cfg, terr := u.tlsConfig()
+		if terr != nil {
+			return nil, fmt.Errorf("dialing %s: %w", u, terr)
+		}
+		nc, err = (&tls.Dialer{NetDialer: nd, Config: cfg}).DialContext(ctx, "tcp", u.Addr())
+	} else {
+		nc, err = nd.DialContext(ctx, "tcp", u.Addr())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", u, err)
+	}
+	connName := nc.LocalAddr().String() + " -> " + nc.RemoteAddr().String()
+	// Credentials go through SASLType, never in an address, so no error of
+	// go-amqp can repeat them. NewConn owns nc from here on.
+	ac, err := amqp.NewConn(ctx, nc, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", u, err)
 	}
@@ -168,6 +183,7 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	c.info, c.clusterName = describe(ac.Properties(), u.Flavour)
+	c.info.ConnectionID = connName
 	go c.q.run(c.events, c.done)
 	go c.watch()
 	go c.syncLoop()
@@ -297,9 +313,12 @@ func (c *Conn) WatchConsumers(context.Context) error {
 	return fmt.Errorf("consumer advisories over AMQP 1.0: %w", transport.ErrUnsupported)
 }
 
-// OwnConsumer reports false: RabbitMQ names an AMQP 1.0 consumer
-// "ctag-"+link handle, unique only within its channel, so a consumer id from
-// the event exchange cannot be tied to this connection by its tag alone.
+// OwnConsumer reports false: RabbitMQ 3.10 tags an AMQP 1.0 consumer "ctag-"
+// and the link handle as 4 raw bytes ("ctag-\x00\x00\x00\x00"), the same on
+// every connection, and names the queue of a topic subscription "amq.gen-…".
+// What identifies this connection's consumers is Info().ConnectionID, which is
+// the connection name the management API shows on them
+// (channel_details.connection_name of /api/consumers).
 func (c *Conn) OwnConsumer(string) bool { return false }
 
 // Subscribe attaches a receiver link in the background; its Confirmed or

@@ -2,8 +2,10 @@ package amqp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"reflect"
 	"strconv"
@@ -528,4 +530,44 @@ func TestFromRabbitMQStomp(t *testing.T) {
 		t.Errorf("RabbitMQ 3.10 now maps STOMP headers to application-properties (%v): update the README's header table", m.Props)
 	}
 	_ = c.Settle(ctx, "fs", []transport.Ref{ev.Ref}, transport.Accepted)
+}
+
+// TestConnectionIDNamesConsumers: Info().ConnectionID is the connection name
+// RabbitMQ's management API shows on this connection's consumers, the way to
+// tell the bridge's own AMQP 1.0 consumers from others.
+func TestConnectionIDNamesConsumers(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	tok, _ := c.Subscribe(ctx, transport.Subscription{ID: "own", Destination: queue("amqp.own"), Prefetch: 1})
+	waitToken(t, c, tok)
+	id := c.Info().ConnectionID
+	if !strings.Contains(id, " -> ") {
+		t.Fatalf("ConnectionID = %q", id)
+	}
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		req, _ := http.NewRequest("GET", r.ManagementURL()+"/api/consumers", nil)
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var cs []struct {
+			Queue          struct{ Name string }
+			ConsumerTag    string `json:"consumer_tag"`
+			ChannelDetails struct {
+				ConnectionName string `json:"connection_name"`
+			} `json:"channel_details"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil {
+			return err
+		}
+		for _, cn := range cs {
+			if cn.Queue.Name == "amqp.own" && cn.ChannelDetails.ConnectionName == id && strings.HasPrefix(cn.ConsumerTag, "ctag-") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no consumer of amqp.own on connection %q in %+v", id, cs)
+	})
 }
