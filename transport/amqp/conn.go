@@ -1,8 +1,9 @@
 // Package amqp is the AMQP 1.0 transport: a transport.Conn over
 // github.com/Azure/go-amqp, shaped by what RabbitMQ 3.10's AMQP 1.0 plugin does.
 //
-// One AMQP connection carries one session; every subscription is a receiver
-// link and every destination sent to gets a sender link. RabbitMQ 3.10 backs an
+// One AMQP connection carries two sessions: one for the receiver links of
+// every subscription (and Sync's ping), one for the sender links, one per
+// destination sent to. RabbitMQ 3.10 backs an
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
 // that channel (rabbit_amqp1_0_session_process); Sync relies on that.
@@ -74,9 +75,11 @@ type Conn struct {
 	syncSig chan struct{}     // capacity 1: syncing is not empty
 
 	pingMu sync.Mutex   // serialises roundTrip; never held with mu
-	ping   *amqp.Sender // Sync's sender link, attached on first use
+	ping   *amqp.Sender // Sync's sender link on sess (nil after it failed)
 
-	// Owned by the caller's goroutine (Send, Commit).
+	// Owned by the caller's goroutine (Send, Commit). Sender links live on a
+	// session of their own, sendSess, replaced after a refused attach.
+	sendSess  *amqp.Session
 	senders   map[string]*amqp.Sender
 	batch     []pending
 	lastBatch chan struct{} // closed when the previous Commit's event was queued
@@ -166,14 +169,25 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %s: %w", u, err)
 	}
 	sess, err := ac.NewSession(ctx, nil)
+	var sendSess *amqp.Session
+	if err == nil {
+		sendSess, err = ac.NewSession(ctx, nil)
+	}
+	var ping *amqp.Sender
+	if err == nil {
+		// Attached now, before any refused attach can spoil the session (see sendSess).
+		ping, err = sess.NewSender(ctx, syncAddress, nil)
+	}
 	if err != nil {
 		ac.Close()
-		return nil, fmt.Errorf("opening a session on %s: %w", u, err)
+		return nil, fmt.Errorf("opening sessions on %s: %w", u, err)
 	}
 	c := &Conn{
-		uri:     u,
-		conn:    ac,
-		sess:    sess,
+		uri:      u,
+		conn:     ac,
+		sess:     sess,
+		sendSess: sendSess,
+		ping:     ping,
 		q:       newEventQueue(),
 		events:  make(chan transport.Event),
 		done:    make(chan struct{}),
@@ -326,6 +340,12 @@ func (c *Conn) OwnConsumer(string) bool { return false }
 // attach, one more per settled delivery): go-amqp's automatic credit stalls
 // against RabbitMQ 3.10 (verified-here.md). The receiver settles first (the
 // default): RabbitMQ 3.10 refuses rcv-settle-mode second on its outgoing links.
+//
+// A refused attach (e.g. a queue that exists with other arguments, or another
+// connection's exclusive queue) is Refused; RabbitMQ 3.10 then answers every
+// later attach on the receivers' session with the same error (its declaring
+// channel died), so later Subscribes on this connection are refused too until
+// it is redialled.
 //
 // RabbitMQ 3.10 has no selectors and no consumer priority over AMQP 1.0 (its
 // outgoing link passes only a stream offset as consumer argument): a selector
@@ -607,7 +627,20 @@ func (c *Conn) sender(ctx context.Context, addr string) (*amqp.Sender, error) {
 	if s, ok := c.senders[addr]; ok {
 		return s, nil
 	}
-	s, err := c.sess.NewSender(ctx, addr, &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState})
+	s, err := c.sendSess.NewSender(ctx, addr, &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState})
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		// The broker refused the attach. RabbitMQ 3.10 declares queues on a
+		// channel of the session that dies with the refusal, and then answers
+		// every later attach on that session with the same error: later
+		// senders go on a fresh session (links already attached keep working,
+		// the old session ends with the connection).
+		if ns, serr := c.conn.NewSession(ctx, nil); serr == nil {
+			c.sendSess = ns
+		} else {
+			return nil, c.classify("opening a session", serr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

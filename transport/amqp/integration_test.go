@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/go-stomp/stomp/v3"
 
 	"github.com/brokernet/brokernet/destination"
@@ -570,4 +571,33 @@ func TestConnectionIDNamesConsumers(t *testing.T) {
 		}
 		return fmt.Errorf("no consumer of amqp.own on connection %q in %+v", id, cs)
 	})
+}
+
+// TestRefusedAttachIsRejected: a queue the broker will not let us publish to
+// (here another connection's exclusive queue) refuses the sender link; the
+// message is Rejected in its batch with the broker's reason, and the
+// connection stays usable.
+func TestRefusedAttachIsRejected(t *testing.T) {
+	r := sharedRabbit(t)
+	owner := dial(t, r.AMQPURI())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A non-durable terminus makes RabbitMQ 3.10 declare the queue exclusive.
+	if _, err := owner.sess.NewReceiver(ctx, "/queue/amqp.exclusive", &goamqp.ReceiverOptions{Credit: -1}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, r.AMQPURI())
+	if err := c.Send(ctx, textMsg(queue("amqp.exclusive"), "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(ctx, textMsg(queue("amqp.open"), "y")); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := c.Commit(ctx)
+	ev, _ := waitToken(t, c, tok)
+	if ev.Kind != transport.Confirmed || len(ev.Outcomes) != 2 ||
+		ev.Outcomes[0].Outcome != transport.Rejected || ev.Outcomes[0].Err == nil || ev.Outcomes[1].Outcome != transport.Accepted {
+		t.Fatalf("event %+v, want the first rejected, the second accepted", ev)
+	}
+	t.Logf("rejected: %v", ev.Outcomes[0].Err)
 }
