@@ -122,10 +122,11 @@ func (c *Client) BrokerID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return brokerID(o)
+	return o.BrokerID()
 }
 
-func brokerID(o Overview) (string, error) {
+// BrokerID is the cluster name, or the node name when that is empty.
+func (o Overview) BrokerID() (string, error) {
 	if id := strings.TrimSpace(o.ClusterName); id != "" {
 		return id, nil
 	}
