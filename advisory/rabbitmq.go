@@ -381,7 +381,9 @@ func newRabbitModel(vhost string, window time.Duration, log zerolog.Logger) *rab
 	}
 }
 
-func liveKey(channel string, g rabbitGroup) string { return channel + "\x00" + g.queue + "\x00" + g.tag }
+func liveKey(channel string, g rabbitGroup) string {
+	return channel + "\x00" + g.queue + "\x00" + g.tag
+}
 
 // initial loads the first snapshot of a session.
 func (m *rabbitModel) initial(snap rabbitSnapshot) {
