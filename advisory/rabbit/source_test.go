@@ -58,10 +58,10 @@ func TestRabbitModelSnapshotThenEvents(t *testing.T) {
 	m.initial(rabbitSnapshot{
 		consumers: []rabbitmgmt.Consumer{
 			snapConsumer("orders", "T_1"), snapConsumer("orders", "T_1"), // two STOMP clients, same sub id
-			snapConsumer("orders", "T_bn-d1"),    // the bridge itself
-			snapConsumer("stomp-subscription-x", "T_2"), // a topic subscriber's queue
+			snapConsumer("orders", "T_bn-d1"),            // the bridge itself
+			snapConsumer("stomp-subscription-x", "T_2"),  // a topic subscriber's queue
 			snapConsumer("bn_A_prices.eu", "amq.ctag-1"), // a bridge queue
-			snapConsumer("invoices", "amq.ctag-Zx"),     // AMQP 0-9-1
+			snapConsumer("invoices", "amq.ctag-Zx"),      // AMQP 0-9-1
 		},
 		bindings: []rabbitmgmt.Binding{
 			{Source: "amq.topic", DestinationType: "queue", Destination: "stomp-subscription-x", RoutingKey: "prices.#"},
