@@ -152,6 +152,26 @@ func (c *Client) Bindings(ctx context.Context, vhost string) ([]Binding, error) 
 	return bs, err
 }
 
+// QueueExists reports whether the queue exists (GET /api/queues/{vhost}/{name}
+// answers 200; 404 means it does not). An AMQP 1.0 transfer to a missing
+// queue's /amq/queue/ address is accepted and dropped by RabbitMQ 3.10.
+func (c *Client) QueueExists(ctx context.Context, vhost, name string) (bool, error) {
+	var q struct {
+		Name string `json:"name"`
+	}
+	err := c.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &q)
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// notFoundError is a 404 for anything but /api/overview.
+type notFoundError struct{ where string }
+
+func (e *notFoundError) Error() string { return "RabbitMQ management GET " + e.where + ": 404 not found" }
+
 // maxBody bounds a response: a snapshot of 100,000 consumers is ~60 MB.
 const maxBody = 256 << 20
 
@@ -193,6 +213,8 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	case resp.StatusCode == http.StatusNotFound && path == "/api/overview":
 		return fmt.Errorf("%w: %s does not serve the RabbitMQ management API (404 for /api/overview); "+
 			"enable the rabbitmq_management plugin or point ?management= at it", ErrSetup, c.base)
+	case resp.StatusCode == http.StatusNotFound:
+		return &notFoundError{where: where}
 	default:
 		return fmt.Errorf("RabbitMQ management GET %s: HTTP %d: %s", where, resp.StatusCode, snippet(body))
 	}

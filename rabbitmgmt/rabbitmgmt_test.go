@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 )
 
@@ -91,6 +92,16 @@ func TestAgainstRabbitMQ(t *testing.T) {
 	}
 	if _, err := c.Bindings(ctx, "/"); err != nil { // a fresh node has none in "/"
 		t.Errorf("bindings: %v", err)
+	}
+	if ok, err := c.QueueExists(ctx, "/", "no/such queue"); ok || err != nil {
+		t.Errorf("QueueExists(missing) = %v, %v", ok, err)
+	}
+	conn := stomptest.Dial(t, nodes[0].StompURI())
+	if err := conn.Subscribe(ctx, "1", "/queue/a%2Fb c", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.QueueExists(ctx, "/", "a/b c"); !ok || err != nil {
+		t.Errorf("QueueExists(a/b c) = %v, %v", ok, err)
 	}
 
 	off, _ := New(nodes[1].ManagementURL(), "guest", "guest", nil)
