@@ -170,7 +170,9 @@ func (c *Client) QueueExists(ctx context.Context, vhost, name string) (bool, err
 // notFoundError is a 404 for anything but /api/overview.
 type notFoundError struct{ where string }
 
-func (e *notFoundError) Error() string { return "RabbitMQ management GET " + e.where + ": 404 not found" }
+func (e *notFoundError) Error() string {
+	return "RabbitMQ management GET " + e.where + ": 404 not found"
+}
 
 // maxBody bounds a response: a snapshot of 100,000 consumers is ~60 MB.
 const maxBody = 256 << 20
