@@ -24,6 +24,10 @@ const DefaultPort = 15672
 // a setting); retrying does not help. Test with errors.Is.
 var ErrSetup = errors.New("RabbitMQ setup")
 
+// ErrUnreachable marks a management API that refused the connection: the
+// plugin is not enabled, the URL is wrong, or the node is (re)starting.
+var ErrUnreachable = errors.New("RabbitMQ management API not reachable")
+
 // Client talks to one node's management API. It is safe for concurrent use.
 type Client struct {
 	base       *url.URL // no user info: errors show it
@@ -192,8 +196,8 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return fmt.Errorf("RabbitMQ management API not reachable at %s (is the rabbitmq_management plugin enabled? "+
-				"set ?management= to its URL): %w", c.base, err)
+			return fmt.Errorf("%w at %s (is the rabbitmq_management plugin enabled? set ?management= to its URL): %v",
+				ErrUnreachable, c.base, err)
 		}
 		return fmt.Errorf("RabbitMQ management %s: %w", where, err)
 	}

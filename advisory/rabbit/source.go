@@ -78,6 +78,11 @@ type Source struct {
 	mgmt *rabbitmgmt.Client
 }
 
+// maxUnreachable is how many sessions in a row may find STOMP up and the
+// management API refusing connections before Run gives up with ErrSetup
+// (about 10 s with the default back-off).
+const maxUnreachable = 6
+
 // statsMargin is added to StatsInterval: collection takes time too.
 const statsMargin = time.Second
 
@@ -121,10 +126,20 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 // stable for as long as the consumer lives; a Consumer's Destination is a
 // Queue (a queue consumer) or a Topic (a binding on amq.topic).
 func (s *Source) Run(ctx context.Context, emit func(advisory.Event)) error {
+	unreachable := 0 // sessions in a row whose STOMP worked but management did not
 	for attempt := 0; ; {
 		up, err := s.session(ctx, emit)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, rabbitmgmt.ErrUnreachable) {
+			// A (re)starting node may open STOMP before management; a node
+			// without the plugin never opens it.
+			if unreachable++; unreachable >= maxUnreachable {
+				err = fmt.Errorf("%w: %v", rabbitmgmt.ErrSetup, err)
+			}
+		} else {
+			unreachable = 0
 		}
 		if errors.Is(err, rabbitmgmt.ErrSetup) {
 			s.log.Error().Err(err).Msg("RabbitMQ demand source stopped")

@@ -329,4 +329,16 @@ func TestSourceStatsDisabled(t *testing.T) {
 	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
 		t.Fatalf("Run = %v, want a setup error naming the setting", err)
 	}
+
+	// No management API where it is looked for: the plugin is named, after
+	// a few tries (a restarting node opens STOMP before management).
+	nowhere := fmt.Sprintf("http://127.0.0.1:%d", testbroker.FreePort(t))
+	u = stomptest.URI(t, r.StompURI()+"?initialReconnectDelay=50&maxReconnectDelay=100&management="+url.QueryEscape(nowhere))
+	if src, err = NewSource(Config{URI: u}, stomptest.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	err = src.Run(ctx, func(advisory.Event) {})
+	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "rabbitmq_management plugin") || !strings.Contains(err.Error(), nowhere) {
+		t.Fatalf("Run = %v, want a setup error naming the plugin and the URL", err)
+	}
 }
