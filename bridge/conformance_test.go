@@ -2,8 +2,11 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +51,19 @@ var combinations = []combination{
 	{"ActiveMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
 		bs := startBrokers(t, 2, true)
 		return activemqSide{bs[0]}, activemqSide{bs[1]}
+	}},
+	{"RabbitMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
+		var r *testbroker.RabbitMQ
+		var a *testbroker.ActiveMQ
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); r = testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{}) }()
+		go func() { defer wg.Done(); a = startBrokers(t, 1, true)[0] }()
+		wg.Wait()
+		if r == nil || a == nil {
+			t.FailNow()
+		}
+		return rabbitSide{r}, activemqSide{a}
 	}},
 }
 
@@ -152,9 +168,7 @@ func scenarioOnDemandOnly(t *testing.T, local, remote side) {
 	}
 	probe.Close()
 	waitDemand(t, b, 0, 20*time.Second)
-	if d := local.Depth(t, q); d != 50 {
-		t.Fatalf("without demand the local queue holds %d, want all 50", d)
-	}
+	waitDepth(t, local, q, 50, 20*time.Second) // without demand, all 50 stay
 	c := stomptest.Subscribe(t, remote.ClientURI(), remote.Queue(q))
 	c.WaitDistinct(50, 30*time.Second)
 	if c.Duplicates() != 0 {
@@ -301,3 +315,40 @@ func (s activemqSide) Depth(t *testing.T, name string) int64 {
 	return queueSize(t, s.b, name)
 }
 func (s activemqSide) Restart(ctx context.Context) error { return s.b.Restart(ctx) }
+
+// rabbitSide is a RabbitMQ broker bridged over STOMP.
+type rabbitSide struct{ r *testbroker.RabbitMQ }
+
+func (s rabbitSide) ClientURI() string { return s.r.StompURI() }
+func (s rabbitSide) Endpoint(t *testing.T) transport.Endpoint {
+	return stomptest.URI(t, s.r.StompURI()+"?initialReconnectDelay=100&maxReconnectDelay=1000&management="+s.r.ManagementURL())
+}
+func (s rabbitSide) ID() string               { return "" }
+func (s rabbitSide) Queue(name string) string { return "/queue/" + name }
+func (s rabbitSide) Topic(name string) string { return "/topic/" + name }
+func (s rabbitSide) Depth(t *testing.T, name string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.r.ManagementURL()+"/api/queues/%2F/"+url.PathEscape(name), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("queue %s depth: %v", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return 0
+	}
+	var q struct {
+		Messages int64 `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil {
+		t.Fatalf("queue %s depth: %v", name, err)
+	}
+	return q.Messages
+}
+func (s rabbitSide) Restart(ctx context.Context) error { return s.r.Restart(ctx) }

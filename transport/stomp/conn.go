@@ -272,6 +272,9 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 		c.server = r.Header.Get(frame.Server)
 		c.flavour = flavourOf(c.server)
 		if c.uri.Flavour != Unknown {
+			c.flavour = c.uri.Flavour
+		}
+		if c.uri.Flavour != Unknown {
 			c.flavour = c.uri.Flavour // ?flavor= wins over the server header
 		}
 		c.session = r.Header.Get(frame.Session)
