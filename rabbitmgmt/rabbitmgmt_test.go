@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/rabbitmgmt"
 )
 
 func TestErrorsNameTheFix(t *testing.T) {
