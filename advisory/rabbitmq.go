@@ -8,20 +8,19 @@ import "strings"
 
 // BridgeTagPrefix starts the STOMP subscription id (RabbitMQ consumer tag
 // "T_" + id) and the AMQP 0-9-1 consumer tag of every consumer the bridge
-// opens on RabbitMQ. Such consumers are never demand. It is the prefix the
-// bridge already gives every STOMP subscription id (package demand's "bn-d1",
-// transport/stomp's "bn-adv-queue").
+// opens on RabbitMQ. Such consumers are never demand. transport/stomp puts
+// it in front of every subscription id it sends to RabbitMQ.
 //
 // On RabbitMQ 3.10, AMQP 1.0 consumers get the tag "ctag-" + a binary link
 // handle (checked here), whatever the link name: AMQP 1.0 consumers of the
 // bridge cannot be recognised by tag, only by BridgeQueuePrefix.
-const BridgeTagPrefix = "bn-"
+const BridgeTagPrefix = "brokernet-"
 
 // BridgeQueuePrefix starts the names of the queues the bridge declares on
 // RabbitMQ, such as the queue of its own topic subscription (over STOMP, the
-// SUBSCRIBE header x-queue-name), like package demand's durable names
-// "bn_<local id>_<topic>". Their consumers and bindings are never demand.
-const BridgeQueuePrefix = "bn_"
+// SUBSCRIBE header x-queue-name; transport/stomp names them so). Their
+// consumers and bindings are never demand.
+const BridgeQueuePrefix = "brokernet."
 
 // IsBridgeConsumerTag reports whether a RabbitMQ consumer tag belongs to the
 // bridge: BridgeTagPrefix, or "T_" + BridgeTagPrefix (STOMP).
