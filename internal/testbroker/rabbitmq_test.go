@@ -91,6 +91,9 @@ func TestRabbitMQTwoNodes(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if out, err := nodes[0].Ctl(qctx, "list_queues", "name", "messages"); err != nil || !strings.Contains(out, "tb.q") {
+		t.Errorf("rabbitmqctl list_queues on node 0: %q, %v", out, err)
+	}
 	if _, err := nodes[1].QueueStats(qctx, "no.such.queue"); err == nil || !strings.Contains(err.Error(), "no.such.queue") {
 		t.Errorf("stats of a missing queue: %v", err)
 	}
