@@ -262,3 +262,6 @@ func redactRaw(s string) string {
 	}
 	return s[:i+3] + "***@" + rest[j+1:]
 }
+
+// EventsURI is u itself: a RabbitMQ broker's demand is read over STOMP.
+func (u URI) EventsURI() (URI, error) { return u, nil }
