@@ -44,7 +44,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q", stomp.Redact(pos[0]))
 	}
 	if *brokerURI == "" {
 		return usagef("--broker is required")

@@ -54,7 +54,7 @@ func (o Options) Config(host string) (*tls.Config, error) {
 		cfg.ServerName = o.ServerName
 	}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := readFile(o.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading CA file: %w", err)
 		}
@@ -65,12 +65,39 @@ func (o Options) Config(host string) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if o.CertFile != "" {
-		// LoadX509KeyPair's errors name what failed, not the key material.
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		certPEM, err := readFile(o.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading client certificate: %w", err)
+		}
+		keyPEM, err := readFile(o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading client key: %w", err)
+		}
+		// X509KeyPair's errors name what failed, not the key material.
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("loading client certificate %s with key %s: %w", o.CertFile, o.KeyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// maxFile bounds what is read of a PEM file.
+const maxFile = 1 << 20
+
+// readFile reads a regular file of at most maxFile bytes: a FIFO or a device
+// named by mistake would block or never end.
+func readFile(name string) ([]byte, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if fi.Size() > maxFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFile)
+	}
+	return os.ReadFile(name)
 }

@@ -52,6 +52,17 @@ const DefaultPort = 61613
 // stomp+ssl URI names (ca, cert, key) are loaded once here, so a missing one is
 // an error at start rather than on every reconnect.
 func ParseURI(s string) (URI, error) {
+	return parseURI(s, true)
+}
+
+// ParseRemoteURI parses a URI another process advertised (gossip metadata): as
+// ParseURI, but it never touches the local files the options name, so a peer
+// cannot make this process open them.
+func ParseRemoteURI(s string) (URI, error) {
+	return parseURI(s, false)
+}
+
+func parseURI(s string, checkFiles bool) (URI, error) {
 	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default(), Port: DefaultPort}
 	shown := Redact(s)
 	if !strings.Contains(s, "://") {
@@ -155,6 +166,12 @@ func ParseURI(s string) (URI, error) {
 				return u, fmt.Errorf("broker URI %q: option %s needs stomp+ssl://", shown, o.name)
 			}
 		}
+		return u, nil
+	}
+	if err := u.TLSOptions().Validate(); err != nil {
+		return u, fmt.Errorf("broker URI %q: %w", shown, err)
+	}
+	if !checkFiles {
 		return u, nil
 	}
 	if err := u.TLSOptions().Check(); err != nil {
