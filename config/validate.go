@@ -134,6 +134,9 @@ func (c *Config) Validate() error {
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
 			add(tbl, "remoteId", "only for a connector to one broker (stomp://... or static:(one URI))")
 		}
+		if nc.Password != "" && nc.UserName == "" {
+			add(tbl, "passwordFile", "a password needs userName too")
+		}
 		if nc.RemoteID != "" && validName(nc.RemoteID) != "" {
 			add(tbl, "remoteId", "%s", validName(nc.RemoteID))
 		}
@@ -173,6 +176,12 @@ func (c *Config) Validate() error {
 		}
 		if n := len(g.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
 			add(tbl, "gossip.secretKeyFile", "got a %d-byte key; want 16, 24 or 32 bytes", n)
+		}
+		if err := discovery.CheckGossipExposure(g.Bind, g.SecretKey, g.Insecure); err != nil {
+			add(tbl, "gossip.bind", "%v", err)
+		}
+		if _, err := discovery.ParseAllowList(g.AllowedBrokers); err != nil {
+			add(tbl, "gossip.allowedBrokers", "%v", err)
 		}
 		if g.AdvertiseBrokerURI != "" {
 			if _, err := stomp.ParseURI(g.AdvertiseBrokerURI); err != nil {
