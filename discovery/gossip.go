@@ -163,15 +163,15 @@ var _ Agent = (*GossipAgent)(nil)
 // an error here.
 func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	a := &GossipAgent{
-		name:    cfg.NodeName,
-		seeds:   slices.Clone(cfg.Join),
+		name:     cfg.NodeName,
+		seeds:    slices.Clone(cfg.Join),
 		key:      slices.Clone(cfg.SecretKey),
 		insecure: cfg.Insecure,
 		allowed:  cfg.AllowedBrokers,
 		timings:  cfg.Timings,
-		ready:   make(chan struct{}),
-		kill:    make(chan struct{}),
-		members: make(map[string]member),
+		ready:    make(chan struct{}),
+		kill:     make(chan struct{}),
+		members:  make(map[string]member),
 	}
 	a.queue.signal = make(chan struct{}, 1)
 	var errs []error
