@@ -199,6 +199,9 @@ func (s *session) run(ctx context.Context) error {
 	if s.remoteID, err = brokerID(ctx, s.remote, s.cfg.RemoteID); err != nil {
 		return fmt.Errorf("remote broker id: %w", err)
 	}
+	if err := checkIDs(s.cfg, s.localID, s.remoteID); err != nil {
+		return err
+	}
 	if s.localID == s.remoteID {
 		return fmt.Errorf("%w (%q)", ErrLoopback, s.localID)
 	}

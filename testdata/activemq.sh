@@ -6,6 +6,10 @@
 #   activemq.sh start --dir DIR --name NAME --id ID --stomp-port P --openwire-port P
 #                     [--persistent] [--data-dir D] [--network-connector URI ...]
 #                     [--network-ttl N] [--xmx 256m] [--no-wait] [--timeout 60]
+#                     [--user NAME:PASSWORD ...] [--advisory-writers NAME,...]
+#     --user turns on simpleAuthenticationPlugin with these users (group "users");
+#     --advisory-writers adds an authorizationPlugin: everyone may read and create
+#     every destination, but only the named users may write ActiveMQ.Advisory.>
 #   activemq.sh stop  --dir DIR [--timeout 20]
 #   activemq.sh kill  --dir DIR
 #   activemq.sh status --dir DIR      (exit 0 and print the pid if running)
@@ -179,7 +183,8 @@ abs_path() {
 cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
 	local ttl=1 xmx=256m nowait="" timeout=60
-	local -a ncs=()
+	local -a ncs=() users=()
+	local adv_writers=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--dir) dir="$2"; shift 2 ;;
@@ -191,6 +196,8 @@ cmd_start() {
 		--data-dir) data_dir="$2"; shift 2 ;;
 		--network-connector) ncs+=("$2"); shift 2 ;;
 		--network-ttl) ttl="$2"; shift 2 ;;
+		--user) users+=("$2"); shift 2 ;;
+		--advisory-writers) adv_writers="$2"; shift 2 ;;
 		--xmx) xmx="$2"; shift 2 ;;
 		--no-wait) nowait=1; shift ;;
 		--timeout) timeout="$2"; shift 2 ;;
@@ -263,6 +270,25 @@ cmd_start() {
 		ncxml+=$'\n'"    </networkConnectors>"
 	fi
 
+	# Authentication and authorization.
+	local auth="" u uname upass
+	if [[ ${#users[@]} -gt 0 ]]; then
+		auth="<simpleAuthenticationPlugin anonymousAccessAllowed=\"false\"><users>"
+		for u in "${users[@]}"; do
+			uname="${u%%:*}"
+			upass="${u#*:}"
+			auth+="<authenticationUser username=\"$(xml_escape "$uname")\" password=\"$(xml_escape "$upass")\" groups=\"users,$(xml_escape "$uname")\"/>"
+		done
+		auth+="</users></simpleAuthenticationPlugin>"
+	fi
+	if [[ -n "$adv_writers" ]]; then
+		auth+="<authorizationPlugin><map><authorizationMap><authorizationEntries>"
+		auth+="<authorizationEntry queue=\">\" read=\"users\" write=\"users\" admin=\"users\"/>"
+		auth+="<authorizationEntry topic=\">\" read=\"users\" write=\"users\" admin=\"users\"/>"
+		auth+="<authorizationEntry topic=\"ActiveMQ.Advisory.>\" read=\"users\" write=\"$(xml_escape "$adv_writers")\" admin=\"users\"/>"
+		auth+="</authorizationEntries></authorizationMap></map></authorizationPlugin>"
+	fi
+
 	local persistence=""
 	if [[ "$persistent" == true ]]; then
 		# Short lock retry interval: a shared-storage slave takes over ~1 s after the master dies.
@@ -284,6 +310,7 @@ cmd_start() {
 	xml="${xml//@OPENWIRE_PORT@/$ow_port}"
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
+	xml="${xml//@AUTH_PLUGINS@/$auth}"
 	printf '%s\n' "$xml" >"$dir/conf/activemq.xml"
 
 	cat >"$dir/conf/log4j.properties" <<EOF

@@ -30,6 +30,11 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nodeName := fs.String("node-name", "", "unique gossip member name (default: hostname and port)")
 	timings := fs.String("gossip-timings", "lan", "failure detection: lan (memberlist defaults, ~6 s) or fast (~1 s, more traffic)")
 	keyFile := fs.String("secret-key-file", "", "file with a base64 AES key (16, 24 or 32 bytes) encrypting gossip")
+	insecure := fs.Bool("gossip-insecure", false, "allow unencrypted gossip on a non-loopback address (anyone reaching it may join)")
+	var allowed stringList
+	fs.Var(&allowed, "allowed-brokers", "brokers members may advertise: host names, IPs, CIDRs (repeatable; default any)")
+	var creds credentialFlags
+	creds.register(fs)
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
 	networkTTL := fs.Int("network-ttl", 1, "broker hops for messages and demand")
@@ -53,6 +58,11 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("--broker: %v", err)
 	}
+	user, password, credWarn, err := creds.resolve()
+	if err != nil {
+		return err
+	}
+	u = applyCredentials(u, user, password)
 	if *advBroker != "" {
 		if _, err := stomp.ParseURI(*advBroker); err != nil {
 			return usagef("--advertise-broker: %v", err)
@@ -77,9 +87,11 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.PrefetchSize = *prefetch
 	nc.Window = *window
 	nc.DecreaseNetworkConsumerPriority = *decrease
+	nc.UserName, nc.Password = user, password
 	nc.Gossip = &config.Gossip{
 		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
 		SecretKey: key, AdvertiseBrokerURI: *advBroker, Timings: *timings,
+		Insecure: *insecure, AllowedBrokers: allowed,
 	}
 	if *timings != config.GossipTimingsLAN && *timings != config.GossipTimingsFast {
 		return usagef("--gossip-timings %q: want lan or fast", *timings)
@@ -95,6 +107,9 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
+	}
+	if credWarn != "" {
+		log.Warn().Msg(credWarn)
 	}
 	return serveFederation(ctx, log, &cfg, nil, nil)
 }

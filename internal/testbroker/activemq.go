@@ -52,6 +52,14 @@ type Options struct {
 	Xmx string
 	// StompPort and OpenWirePort are picked with FreePorts when zero.
 	StompPort, OpenWirePort int
+	// Users, when not empty, turns on simpleAuthenticationPlugin: only these
+	// users (name → password) may connect; each is in groups "users" and its
+	// own name.
+	Users map[string]string
+	// AdvisoryWriters, when set, adds an authorizationPlugin: every user may
+	// read, write and create every destination, except that only these groups
+	// (comma-separated) may write to ActiveMQ.Advisory.>. Needs Users.
+	AdvisoryWriters string
 }
 
 // ActiveMQ is a running (or stopped) broker instance.
@@ -271,6 +279,12 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkTTL != 0 {
 		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	for name, pw := range b.opt.Users {
+		args = append(args, "--user", name+":"+pw)
+	}
+	if b.opt.AdvisoryWriters != "" {
+		args = append(args, "--advisory-writers", b.opt.AdvisoryWriters)
 	}
 	out, err := b.run(ctx, args...)
 	if err != nil {
