@@ -85,6 +85,13 @@ type Admin struct {
 	// Listen is the host:port of the listener serving /metrics and /status;
 	// empty turns it off (the default).
 	Listen string
+	// Token, read from tokenFile, must come as "Authorization: Bearer TOKEN".
+	// A non-loopback Listen needs one unless Insecure.
+	Token string
+	// CertFile and KeyFile serve HTTPS instead of HTTP.
+	CertFile, KeyFile string
+	// Insecure allows a non-loopback Listen without a token.
+	Insecure bool
 }
 
 // Broker is a local broker: the one demand subscriptions are made on and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -21,7 +22,7 @@ import (
 var (
 	topKeys       = []string{"log", "admin", "broker", "networkConnector"}
 	logKeys       = []string{"level", "format"}
-	adminKeys     = []string{"listen"}
+	adminKeys     = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
 	brokerKeys    = []string{"name", "uri", "id"}
 	connectorKeys = []string{
 		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
@@ -132,6 +133,40 @@ func (d *decoder) logAdmin(root *table, cfg *Config) {
 				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, shorten(s))
 			} else {
 				cfg.Admin.Listen = s
+			}
+		}
+		if s, ok := t.str("tokenFile"); ok && s != "" {
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(filepath.Dir(d.file), s)
+			}
+			tok, warn, err := ReadPasswordFile(s)
+			if err != nil {
+				t.errorf("tokenFile", "%v", err)
+			} else {
+				cfg.Admin.Token = tok
+				if warn != "" {
+					d.warns = append(d.warns, d.file+": "+warn)
+				}
+			}
+		}
+		for key, dst := range map[string]*string{"certFile": &cfg.Admin.CertFile, "keyFile": &cfg.Admin.KeyFile} {
+			if s, ok := t.str(key); ok && s != "" {
+				if !filepath.IsAbs(s) {
+					s = filepath.Join(filepath.Dir(d.file), s)
+				}
+				if _, err := os.Stat(s); err != nil {
+					t.errorf(key, "%v", err)
+				}
+				*dst = s
+			}
+		}
+		if (cfg.Admin.CertFile == "") != (cfg.Admin.KeyFile == "") {
+			t.errorf("", "certFile and keyFile go together")
+		}
+		t.boolean("insecure", &cfg.Admin.Insecure)
+		if cfg.Admin.Listen != "" && !t.has("tokenFile") {
+			if err := admin.CheckExposure(cfg.Admin.Listen, admin.Security{Insecure: cfg.Admin.Insecure}); err != nil {
+				t.errorf("listen", "%v", err)
 			}
 		}
 	}

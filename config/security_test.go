@@ -57,3 +57,16 @@ func TestGossipExposureRefused(t *testing.T) {
 		t.Fatalf("bad allowedBrokers: %v", err)
 	}
 }
+
+func TestAdminExposure(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("t0ken\n"), 0o600)
+	if _, err := Parse(filepath.Join(dir, "f.toml"), []byte("[admin]\nlisten = \"0.0.0.0:9464\"\n"+brokerHeader)); err == nil || !strings.Contains(err.Error(), "tokenFile") {
+		t.Fatalf("exposed admin without token: %v", err)
+	}
+	cfg, err := Parse(filepath.Join(dir, "f.toml"), []byte("[admin]\nlisten = \"0.0.0.0:9464\"\ntokenFile = \"tok\"\n"+brokerHeader))
+	if err != nil || cfg.Admin.Token != "t0ken" {
+		t.Fatalf("admin with token: %+v, %v", cfg, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 
+	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -43,6 +44,8 @@ func (c *Config) Validate() error {
 	if c.Admin.Listen != "" {
 		if why := hostPort(c.Admin.Listen, true, false); why != "" {
 			add("admin", "listen", "%s, got %q", why, shorten(c.Admin.Listen))
+		} else if err := admin.CheckExposure(c.Admin.Listen, admin.Security{Token: c.Admin.Token, Insecure: c.Admin.Insecure}); err != nil {
+			add("admin", "listen", "%v", err)
 		}
 	}
 
