@@ -84,14 +84,14 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 		g = &discovery.GossipConfig{
 			Insecure:       cfg.Gossip.Insecure,
 			AllowedBrokers: allowed,
-			NodeName:  cfg.Gossip.NodeName,
-			BindAddr:  cfg.Gossip.Bind,
-			Advertise: cfg.Gossip.Advertise,
-			Join:      cfg.Gossip.Join,
-			SecretKey: cfg.Gossip.SecretKey,
-			Timings:   GossipTimings(cfg.Gossip.Timings),
-			Local:     discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
-			Log:       log,
+			NodeName:       cfg.Gossip.NodeName,
+			BindAddr:       cfg.Gossip.Bind,
+			Advertise:      cfg.Gossip.Advertise,
+			Join:           cfg.Gossip.Join,
+			SecretKey:      cfg.Gossip.SecretKey,
+			Timings:        GossipTimings(cfg.Gossip.Timings),
+			Local:          discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
+			Log:            log,
 		}
 	}
 	return discovery.New(cfg.URI, g, log)
