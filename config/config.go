@@ -184,6 +184,10 @@ type NetworkConnector struct {
 	// credentials, so gossip peers need them here. Password is read from
 	// passwordFile; it is never logged.
 	UserName, Password string
+	// CAFile, CertFile and KeyFile are the TLS files for the stomp+ssl brokers
+	// this connector finds whose URI names none (gossip never carries file
+	// names): trusted roots, and a client certificate with its key.
+	CAFile, CertFile, KeyFile string
 	// Gossip configures discovery when URI.Kind is discovery.Gossip; nil
 	// otherwise.
 	Gossip *Gossip

@@ -15,6 +15,7 @@ import (
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -31,7 +32,7 @@ var (
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
-		"userName", "passwordFile",
+		"userName", "passwordFile", "caFile", "certFile", "keyFile",
 	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
 		"insecure", "allowedBrokers"}
@@ -376,6 +377,17 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 				d.warns = append(d.warns, d.file+": "+warn)
 			}
 		}
+	}
+	for key, dst := range map[string]*string{"caFile": &nc.CAFile, "certFile": &nc.CertFile, "keyFile": &nc.KeyFile} {
+		if s, ok := t.str(key); ok && s != "" {
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(filepath.Dir(d.file), s)
+			}
+			*dst = s
+		}
+	}
+	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
+		t.errorf("", "%v", err)
 	}
 	if g, ok := t.sub("gossip"); ok {
 		e.gossip = g

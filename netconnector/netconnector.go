@@ -249,6 +249,9 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		if remote[i].Login == "" && cfg.UserName != "" {
 			remote[i].Login, remote[i].Passcode = cfg.UserName, cfg.Password
 		}
+		if remote[i].TLS && remote[i].CAFile == "" && remote[i].CertFile == "" {
+			remote[i].CAFile, remote[i].CertFile, remote[i].KeyFile = cfg.CAFile, cfg.CertFile, cfg.KeyFile
+		}
 	}
 	// An id discovery advertised is checked against what the broker reports;
 	// only a configured remoteId overrides what the broker says.

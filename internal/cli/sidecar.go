@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -35,6 +36,9 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	fs.Var(&allowed, "allowed-brokers", "brokers members may advertise: host names, IPs, CIDRs (repeatable; default any)")
 	var creds credentialFlags
 	creds.register(fs)
+	peerCA := fs.String("broker-ca", "", "PEM roots for stomp+ssl peers (gossip never carries file names)")
+	peerCert := fs.String("broker-cert", "", "PEM client certificate for stomp+ssl peers (with --broker-key)")
+	peerKey := fs.String("broker-key", "", "PEM key of --broker-cert")
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
 	networkTTL := fs.Int("network-ttl", 1, "broker hops for messages and demand")
@@ -88,6 +92,10 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.Window = *window
 	nc.DecreaseNetworkConsumerPriority = *decrease
 	nc.UserName, nc.Password = user, password
+	nc.CAFile, nc.CertFile, nc.KeyFile = *peerCA, *peerCert, *peerKey
+	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
+		return usagef("--broker-ca/--broker-cert/--broker-key: %v", err)
+	}
 	nc.Gossip = &config.Gossip{
 		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
 		SecretKey: key, AdvertiseBrokerURI: *advBroker, Timings: *timings,
