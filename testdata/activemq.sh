@@ -10,6 +10,7 @@
 #     --user turns on simpleAuthenticationPlugin with these users (group "users");
 #     --advisory-writers adds an authorizationPlugin: everyone may read and create
 #     every destination, but only the named users may write ActiveMQ.Advisory.>
+#                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
 #   activemq.sh stop  --dir DIR [--timeout 20]
 #   activemq.sh kill  --dir DIR
 #   activemq.sh status --dir DIR      (exit 0 and print the pid if running)
@@ -182,7 +183,7 @@ abs_path() {
 
 cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
-	local ttl=1 xmx=256m nowait="" timeout=60
+	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
 	local -a ncs=() users=()
 	local adv_writers=""
 	while [[ $# -gt 0 ]]; do
@@ -198,6 +199,8 @@ cmd_start() {
 		--network-ttl) ttl="$2"; shift 2 ;;
 		--user) users+=("$2"); shift 2 ;;
 		--advisory-writers) adv_writers="$2"; shift 2 ;;
+		--stomp-options) stomp_opts="$2"; shift 2 ;;
+		--openwire-options) ow_opts="$2"; shift 2 ;;
 		--xmx) xmx="$2"; shift 2 ;;
 		--no-wait) nowait=1; shift ;;
 		--timeout) timeout="$2"; shift 2 ;;
@@ -308,6 +311,8 @@ cmd_start() {
 	xml="${xml//@TMP_DIR@/$(xml_escape "$dir/tmp")}"
 	xml="${xml//@STOMP_PORT@/$stomp_port}"
 	xml="${xml//@OPENWIRE_PORT@/$ow_port}"
+	xml="${xml//@STOMP_OPTIONS@/${stomp_opts:+&amp;$(xml_escape "$stomp_opts")}}"
+	xml="${xml//@OPENWIRE_OPTIONS@/${ow_opts:+&amp;$(xml_escape "$ow_opts")}}"
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
 	xml="${xml//@AUTH_PLUGINS@/$auth}"
