@@ -59,7 +59,7 @@ func TestForgedAdvisoriesAreIgnored(t *testing.T) {
 	// which the broker assigns from the sender's connection, tells them apart.
 	sendBody(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.loot", forgedAdd,
 		"originBrokerId", b.ID(), "originBrokerName", b.Name(), "consumerCount", "1")
-	stomptest.Eventually(t, 10*time.Second, func() error {
+	stomptest.Eventually(t, 20*time.Second, func() error {
 		if n := br.Stats().BadAdvisories.Load(); n != 1 {
 			return fmt.Errorf("%d advisories refused, want 1", n)
 		}
@@ -75,9 +75,9 @@ func TestForgedAdvisoriesAreIgnored(t *testing.T) {
 	// A real consumer, and its id as anyone watching the advisories sees it.
 	watch := stomptest.Subscribe(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.real", "transformation", "jms-advisory-json")
 	real := stomptest.Subscribe(t, b.StompURI(), "/queue/real")
-	waitDemand(t, br, 1, 10*time.Second)
+	waitDemand(t, br, 1, 20*time.Second)
 	var id json.RawMessage
-	stomptest.Eventually(t, 10*time.Second, func() error {
+	stomptest.Eventually(t, 20*time.Second, func() error {
 		for _, f := range watch.Frames() {
 			var m struct {
 				ConsumerInfo struct {
@@ -99,7 +99,7 @@ func TestForgedAdvisoriesAreIgnored(t *testing.T) {
 	obj, _ := json.Marshal(fields)
 	forgedRemove := `{"RemoveInfo":{"commandId":0,"responseRequired":true,"objectId":` + string(obj) + `,"lastDeliveredSequenceId":-2}}`
 	sendBody(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.real", forgedRemove)
-	stomptest.Eventually(t, 10*time.Second, func() error {
+	stomptest.Eventually(t, 20*time.Second, func() error {
 		if n := br.Stats().BadAdvisories.Load(); n != 2 {
 			return fmt.Errorf("%d advisories refused, want 2", n)
 		}

@@ -148,7 +148,9 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 	}
 	sub := f.Header.Get(frame.Subscription)
 	if sub == identitySub {
-		if id := f.Header.Get("originBrokerId"); id != "" {
+		// Only the broker's own advisory may tell its id (a client could
+		// publish a connection advisory naming another broker).
+		if id := f.Header.Get("originBrokerId"); id != "" && advisory.CheckBrokerGenerated(f.Header.Get(frame.MessageId)) == nil {
 			select {
 			case b.identity <- id:
 			default:
