@@ -44,6 +44,9 @@ func sendBody(t *testing.T, uri, dest, body string, headers ...string) {
 // creates no demand (loot's 100 messages stay on the local broker), the second
 // cancels nothing (the real consumer keeps being served). Both are counted.
 func TestForgedAdvisoriesAreIgnored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts brokers")
+	}
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)

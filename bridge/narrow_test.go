@@ -16,6 +16,9 @@ import (
 // including a queue created later, and none of the 100 messages sent to
 // secret.x, which stay consumable on the local broker.
 func TestExclusionHoldsForWildcardDemand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts brokers")
+	}
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	stomptest.SendN(t, a.StompURI(), "/queue/secret.x", 0, 100, false)
