@@ -10,6 +10,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
 )
 
 // sendBody sends one message with body to dest and waits for its receipt.
@@ -113,4 +114,50 @@ func TestForgedAdvisoriesAreIgnored(t *testing.T) {
 	}
 	stomptest.SendN(t, a.StompURI(), "/queue/real", 0, 10, false)
 	real.WaitDistinct(10, 20*time.Second)
+}
+
+// TestAdvisoryWritesDeniedByBroker backs the broker-side advice of SECURITY.md:
+// with write on ActiveMQ.Advisory.> granted to nobody, the broker still
+// publishes its own advisories (demand is created and messages flow), and an
+// ordinary client's SEND to an advisory topic is refused.
+func TestAdvisoryWritesDeniedByBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts brokers")
+	}
+	users := map[string]string{"bridge": "bpw", "client": "cpw"}
+	opts := testbroker.Options{Users: users, AdvisoryWriters: "admins"}
+	oa, ob := opts, opts
+	oa.Name, ob.Name = "authzA", "authzB"
+	a := testbroker.StartActiveMQ(t, oa)
+	b := testbroker.StartActiveMQ(t, ob)
+	as := func(user, pw string, br *testbroker.ActiveMQ) string {
+		return "stomp://" + user + ":" + pw + "@" + br.StompAddr()
+	}
+	br := startBridge(t, as("bridge", "bpw", a), as("bridge", "bpw", b), nil)
+	c := stomptest.Subscribe(t, as("client", "cpw", b), "/queue/authz.q")
+	waitDemand(t, br, 1, 20*time.Second)
+	stomptest.SendN(t, as("client", "cpw", a), "/queue/authz.q", 0, 10, false)
+	c.WaitDistinct(10, 20*time.Second)
+
+	conn := stomptest.Dial(t, as("client", "cpw", b))
+	defer conn.Abort()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	f := frame.New(frame.SEND, frame.Destination, "/topic/ActiveMQ.Advisory.Consumer.Queue.loot")
+	f.Body = []byte(`{"ConsumerInfo":{}}`)
+	if err := conn.WriteReceipt(ctx, f, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the broker accepted a client's write to an advisory topic")
+		}
+		t.Logf("refused as expected: %v", err)
+	case <-conn.Done():
+		t.Logf("the broker closed the connection: %v", conn.Err())
+	case <-ctx.Done():
+		t.Fatal("no answer to the SEND")
+	}
 }

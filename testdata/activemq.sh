@@ -8,8 +8,9 @@
 #                     [--network-ttl N] [--xmx 256m] [--no-wait] [--timeout 60]
 #                     [--user NAME:PASSWORD ...] [--advisory-writers NAME,...]
 #     --user turns on simpleAuthenticationPlugin with these users (group "users");
-#     --advisory-writers adds an authorizationPlugin: everyone may read and create
-#     every destination, but only the named users may write ActiveMQ.Advisory.>
+#     --advisory-writers adds an authorizationPlugin: users may use every queue and
+#     read and create every topic, but only the named groups may write topics,
+#     ActiveMQ.Advisory.> included
 #                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
 #   activemq.sh stop  --dir DIR [--timeout 20]
 #   activemq.sh kill  --dir DIR
@@ -287,8 +288,10 @@ cmd_start() {
 	if [[ -n "$adv_writers" ]]; then
 		auth+="<authorizationPlugin><map><authorizationMap><authorizationEntries>"
 		auth+="<authorizationEntry queue=\">\" read=\"users\" write=\"users\" admin=\"users\"/>"
-		auth+="<authorizationEntry topic=\">\" read=\"users\" write=\"users\" admin=\"users\"/>"
-		auth+="<authorizationEntry topic=\"ActiveMQ.Advisory.>\" read=\"users\" write=\"$(xml_escape "$adv_writers")\" admin=\"users\"/>"
+		# ActiveMQ grants the union of every matching entry, so a write grant on
+		# topic=">" would cover the advisory topics too: topics are writable only
+		# by the advisory writers here (tests bridge queues).
+		auth+="<authorizationEntry topic=\">\" read=\"users\" write=\"$(xml_escape "$adv_writers")\" admin=\"users\"/>"
 		auth+="</authorizationEntries></authorizationMap></map></authorizationPlugin>"
 	fi
 

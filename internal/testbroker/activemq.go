@@ -61,9 +61,11 @@ type Options struct {
 	// users (name → password) may connect; each is in groups "users" and its
 	// own name.
 	Users map[string]string
-	// AdvisoryWriters, when set, adds an authorizationPlugin: every user may
-	// read, write and create every destination, except that only these groups
-	// (comma-separated) may write to ActiveMQ.Advisory.>. Needs Users.
+	// AdvisoryWriters, when set, adds an authorizationPlugin: users may read,
+	// write and create every queue and read and create every topic, but only
+	// these groups (comma-separated) may write topics, ActiveMQ.Advisory.>
+	// included. (ActiveMQ grants the union of all matching entries, so any
+	// write grant on topic=">" would reach the advisory topics.) Needs Users.
 	AdvisoryWriters string
 }
 
