@@ -103,6 +103,10 @@ func publicURI(u stomp.URI) stomp.URI {
 	u.Login, u.Passcode = "", ""
 	u.CAFile, u.CertFile, u.KeyFile = "", "", ""
 	u.ClientID = ""
+	// The management API is where a RabbitMQ broker's id is asked, with the
+	// broker credentials: only the advertised broker's own host (the default)
+	// may get them.
+	u.Management = ""
 	return u
 }
 

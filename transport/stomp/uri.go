@@ -21,8 +21,10 @@ import (
 // Options: vhost (the STOMP host header, default "/"), clientId (for durable
 // subscriptions), heartBeat (ms or a Go duration, default 10s, 0 disables),
 // initialReconnectDelay, maxReconnectDelay (ms or Go durations), backOffMultiplier,
-// and for stomp+ssl ca (PEM file of trusted roots), cert and key (PEM client
-// certificate and key), serverName (TLS name to verify).
+// ca (PEM file of trusted roots), cert and key (PEM client certificate and key),
+// serverName (TLS name to verify) for stomp+ssl; flavor (activemq, rabbitmq or
+// artemis: overrides the CONNECTED server header), management (RabbitMQ
+// management API URL, default http://HOST:15672).
 type URI struct {
 	TLS        bool
 	Host       string
@@ -37,6 +39,11 @@ type URI struct {
 	KeyFile    string
 	ServerName string
 	Reconnect  backoff.Policy
+	// Flavour, when not Unknown, is forced by ?flavor= and wins over the
+	// server header.
+	Flavour Flavour
+	// Management is the ?management= URL; "" means the default.
+	Management string
 }
 
 // TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
@@ -129,6 +136,18 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 			u.KeyFile = v
 		case "serverName":
 			u.ServerName = v
+		case "flavor", "flavour":
+			f, err := ParseFlavour(v)
+			if err != nil {
+				return u, bad(err.Error())
+			}
+			u.Flavour = f
+		case "management":
+			mu, err := url.Parse(v)
+			if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" {
+				return u, fmt.Errorf("broker URI %q: option management: want http://HOST:PORT or https://HOST:PORT", shown)
+			}
+			u.Management = v
 		case "heartBeat", "heartbeat":
 			d, err := parseMillis(v)
 			if err != nil {
@@ -251,6 +270,12 @@ func (u URI) WithSecrets() string {
 	}
 	if u.ServerName != "" {
 		q.Set("serverName", u.ServerName)
+	}
+	if u.Flavour != Unknown {
+		q.Set("flavor", u.Flavour.String())
+	}
+	if u.Management != "" {
+		q.Set("management", u.Management)
 	}
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())
