@@ -89,8 +89,8 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the passcode)", shown)
 	}
 	switch pu.Scheme {
-	case "stomp", "tcp":
-	case "stomp+ssl", "stomp+tls", "ssl", "stomps":
+	case "stomp":
+	case "stomp+ssl", "stomp+tls", "stomps":
 		u.TLS = true
 	case "":
 		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp:// or stomp+ssl://)", shown)
