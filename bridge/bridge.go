@@ -34,6 +34,10 @@ type Config struct {
 	LocalFailover, RemoteFailover []transport.Endpoint
 	// LocalID and RemoteID override the broker ids learnt from the brokers.
 	LocalID, RemoteID string
+	// ExpectLocalID and ExpectRemoteID, when set, are the ids discovery
+	// advertised for the brokers: a broker reporting another id is refused
+	// (ErrWrongBroker), so a gossip member cannot pass one broker off as another.
+	ExpectLocalID, ExpectRemoteID string
 	// Demand holds the demand rules (conduit, TTLs, priorities, filters, prefetch).
 	// Its LocalID and RemoteID are filled in by the bridge.
 	Demand demand.Options
@@ -99,6 +103,9 @@ func (c *Config) defaults() {
 
 // ErrLoopback means both ends of a bridge are the same broker.
 var ErrLoopback = errors.New("local and remote broker have the same id")
+
+// ErrWrongBroker means a broker reported another id than discovery advertised.
+var ErrWrongBroker = errors.New("broker is not the one advertised")
 
 // Stats are running totals of one bridge, safe to read at any time.
 type Stats struct {
@@ -201,7 +208,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
-		if errors.Is(err, ErrLoopback) {
+		if errors.Is(err, ErrLoopback) || errors.Is(err, ErrWrongBroker) {
 			b.log.Error().Err(err).Msg("bridge refuses to start")
 			return err
 		}
@@ -223,6 +230,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		attempt++
 	}
+}
+
+// checkIDs refuses brokers whose ids differ from what discovery advertised.
+func checkIDs(cfg *Config, localID, remoteID string) error {
+	if cfg.ExpectRemoteID != "" && remoteID != cfg.ExpectRemoteID {
+		return fmt.Errorf("remote %w: it reports broker id %q, discovery advertised %q", ErrWrongBroker, remoteID, cfg.ExpectRemoteID)
+	}
+	if cfg.ExpectLocalID != "" && localID != cfg.ExpectLocalID {
+		return fmt.Errorf("local %w: it reports broker id %q, discovery advertised %q", ErrWrongBroker, localID, cfg.ExpectLocalID)
+	}
+	return nil
 }
 
 // refusals counts, per message id, how often the remote broker ended a session

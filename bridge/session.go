@@ -39,6 +39,7 @@ type session struct {
 
 	localID, remoteID string
 	table             *demand.Table
+	expander          *demand.Expander // narrows wildcard demand (narrow.go)
 
 	// sourceEvents carries the remote broker's demand when it comes from a
 	// source beside the connection (RabbitMQ, rabbitmq.go); sourceKnown are the
@@ -152,6 +153,9 @@ func (s *session) run(ctx context.Context) error {
 	if s.remoteID, err = brokerID(ctx, rc, s.cfg.RemoteID); err != nil {
 		return fmt.Errorf("remote broker id: %w", err)
 	}
+	if err := checkIDs(s.cfg, s.localID, s.remoteID); err != nil {
+		return err
+	}
 	if s.localID == s.remoteID {
 		return fmt.Errorf("%w (%q)", ErrLoopback, s.localID)
 	}
@@ -159,6 +163,10 @@ func (s *session) run(ctx context.Context) error {
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
 	s.table = demand.New(opts)
+	if err := s.watchDestinations(ctx, opts); err != nil {
+		s.localFailed = true
+		return fmt.Errorf("local broker: %w", err)
+	}
 
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
 	// subscriber, so the table ends up right whether consumers came before or after us.
@@ -344,6 +352,8 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, 
 			return s.onAdvisory(ctx, ev.Consumer)
 		}
 		return s.onLocalAdvisory(ctx, p, ev.Consumer)
+	case transport.DestinationChanged:
+		return s.onDestination(ctx, ev.Destination)
 	case transport.BadConsumer:
 		s.b.stats.BadAdvisories.Add(1)
 		s.log.Warn().Err(ev.Err).Str("from", p.name).Msg("skipping malformed advisory")
@@ -384,9 +394,7 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
-	changes, decision := s.table.Apply(ev)
-	s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
-	err := s.apply(ctx, changes)
+	err := s.applyRemote(ctx, s.expander.Consumer(ev))
 	// Counted once its changes are written, so that a test seeing the count
 	// knows the local broker will process them before anything it sends later.
 	s.b.stats.Advisories.Add(1)

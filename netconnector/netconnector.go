@@ -72,17 +72,27 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 		}
 		adv := cfg.Gossip.AdvertiseBrokerURI
 		if adv == "" && len(local.URI.URIs) > 0 {
-			adv = local.URI.URIs[0].WithSecrets()
+			// The gossip agent drops credentials before advertising; drop them
+			// here already so no passcode is ever handed to it.
+			u := local.URI.URIs[0]
+			u.Login, u.Passcode = "", ""
+			adv = u.WithSecrets()
+		}
+		allowed, err := discovery.ParseAllowList(cfg.Gossip.AllowedBrokers)
+		if err != nil {
+			return nil, err
 		}
 		g = &discovery.GossipConfig{
-			NodeName:  cfg.Gossip.NodeName,
-			BindAddr:  cfg.Gossip.Bind,
-			Advertise: cfg.Gossip.Advertise,
-			Join:      cfg.Gossip.Join,
-			SecretKey: cfg.Gossip.SecretKey,
-			Timings:   GossipTimings(cfg.Gossip.Timings),
-			Local:     discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
-			Log:       log,
+			Insecure:       cfg.Gossip.Insecure,
+			AllowedBrokers: allowed,
+			NodeName:       cfg.Gossip.NodeName,
+			BindAddr:       cfg.Gossip.Bind,
+			Advertise:      cfg.Gossip.Advertise,
+			Join:           cfg.Gossip.Join,
+			SecretKey:      cfg.Gossip.SecretKey,
+			Timings:        GossipTimings(cfg.Gossip.Timings),
+			Local:          discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
+			Log:            log,
 		}
 	}
 	return discovery.New(cfg.URI, g, log)
@@ -234,16 +244,28 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 	}
 	local := withPolicy(c.local.URI.URIs)
 	remote := withPolicy(p.URIs)
-	remoteID := p.BrokerID
-	if cfg.RemoteID != "" {
-		remoteID = cfg.RemoteID
+	// Discovered brokers log in with the connector's credentials unless their
+	// URI has its own (gossip never carries any).
+	for i := range remote {
+		if remote[i].Login == "" && cfg.UserName != "" {
+			remote[i].Login, remote[i].Passcode = cfg.UserName, cfg.Password
+		}
+		if remote[i].TLS && remote[i].CAFile == "" && remote[i].CertFile == "" {
+			remote[i].CAFile, remote[i].CertFile, remote[i].KeyFile = cfg.CAFile, cfg.CertFile, cfg.KeyFile
+		}
+	}
+	// An id discovery advertised is checked against what the broker reports;
+	// only a configured remoteId overrides what the broker says.
+	remoteID, expectID := cfg.RemoteID, ""
+	if remoteID == "" {
+		expectID = p.BrokerID
 	}
 	opts := DemandOptions(cfg)
 	out := []bridge.Config{{
 		Name:  cfg.Name + ":" + local[0].Addr() + "->" + remote[0].Addr(),
 		Local: local[0], LocalFailover: transport.Endpoints(local[1:]),
 		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
-		LocalID: c.local.ID, RemoteID: remoteID,
+		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 	}}
 	if cfg.Duplex {
@@ -251,7 +273,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Name:  cfg.Name + ":" + remote[0].Addr() + "->" + local[0].Addr(),
 			Local: remote[0], LocalFailover: transport.Endpoints(remote[1:]),
 			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
-			LocalID: remoteID, RemoteID: c.local.ID,
+			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 		})
 	}

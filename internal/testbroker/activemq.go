@@ -57,6 +57,16 @@ type Options struct {
 	StompOptions, OpenWireOptions string
 	// StompPort and OpenWirePort are picked with FreePorts when zero.
 	StompPort, OpenWirePort int
+	// Users, when not empty, turns on simpleAuthenticationPlugin: only these
+	// users (name → password) may connect; each is in groups "users" and its
+	// own name.
+	Users map[string]string
+	// AdvisoryWriters, when set, adds an authorizationPlugin: users may read,
+	// write and create every queue and read and create every topic, but only
+	// these groups (comma-separated) may write topics, ActiveMQ.Advisory.>
+	// included. (ActiveMQ grants the union of all matching entries, so any
+	// write grant on topic=">" would reach the advisory topics.) Needs Users.
+	AdvisoryWriters string
 }
 
 // ActiveMQ is a running (or stopped) broker instance.
@@ -276,6 +286,12 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkTTL != 0 {
 		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	for name, pw := range b.opt.Users {
+		args = append(args, "--user", name+":"+pw)
+	}
+	if b.opt.AdvisoryWriters != "" {
+		args = append(args, "--advisory-writers", b.opt.AdvisoryWriters)
 	}
 	if b.opt.StompOptions != "" {
 		args = append(args, "--stomp-options", b.opt.StompOptions)

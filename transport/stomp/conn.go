@@ -12,11 +12,9 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,22 +209,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 }
 
 func tlsConfig(uri URI) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
-	if uri.ServerName != "" {
-		cfg.ServerName = uri.ServerName
-	}
-	if uri.CAFile != "" {
-		pem, err := os.ReadFile(uri.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
+	return uri.TLSOptions().Config(uri.Host)
 }
 
 func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
