@@ -26,7 +26,7 @@ package bench
 //	-bench.minimal=direct      paths that also run the go-stomp pair ("" for none; non-persistent only)
 //	-bench.tuned               also run everything on brokers with transport.tcpNoDelay=true
 //	-bench.rate=2000 -bench.steady=5s   the paced phase
-//	-bench.warmup=1000         messages sent (and awaited) before measuring
+//	-bench.warmup=5000         messages sent (and awaited) before measuring
 //	-bench.inflight=1000 -bench.receiptevery=100   non-persistent producer: unconfirmed bound, SENDs per receipt
 //	-bench.consumerprefetch=5000   activemq.prefetchSize of the harness's consumer
 //	-bench.window=0 -bench.prefetch=0   brokernet --window/--prefetch (0: its default)
@@ -60,7 +60,7 @@ var (
 	flagTuned        = flag.Bool("bench.tuned", false, "after the main table, run the same on brokers with transport.tcpNoDelay=true as a second table")
 	flagRate         = flag.Float64("bench.rate", 2000, "messages per second of the paced phase")
 	flagSteady       = flag.Duration("bench.steady", 5*time.Second, "duration of the paced phase")
-	flagWarmup       = flag.Int("bench.warmup", 1000, "warm-up messages before measuring")
+	flagWarmup       = flag.Int("bench.warmup", 5000, "warm-up messages before measuring")
 	flagInFlight     = flag.Int("bench.inflight", 1000, "non-persistent producer: most messages sent but not confirmed by a receipt")
 	flagReceiptEvery = flag.Int("bench.receiptevery", 100, "non-persistent producer: one SEND in this many asks for a receipt")
 	flagConsPrefetch = flag.Int("bench.consumerprefetch", 5000, "activemq.prefetchSize of the benchmark's consumer (0: broker default)")
@@ -429,6 +429,9 @@ func runPath(b *testing.B, r *result) {
 	if !ok {
 		w := cons.Result(Warmup)
 		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
+		if br != nil {
+			r.failed += "; brokernet's last words: " + firstNonEmpty(br.LastLine(), "(none)")
+		}
 		b.Fatalf("warm-up: only %d of %d messages arrived on the consumer within %s", w.Distinct, w.N, time.Since(t0).Round(time.Millisecond))
 	}
 	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
@@ -725,7 +728,11 @@ func printTable(results []*result) {
 	lossOK := true
 	var bad []string
 	for _, r := range results {
-		if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 || r.rate == 0 {
+		switch {
+		case r.rate == 0:
+			lossOK = false
+			bad = append(bad, fmt.Sprintf("%s/%s(did not complete)", r.mode, r.path))
+		case r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0:
 			lossOK = false
 			bad = append(bad, fmt.Sprintf("%s/%s(lost %d dup %d)", r.mode, r.path, r.lost, r.dups))
 		}

@@ -519,6 +519,11 @@ func (br *Bridge) ExitSummary() string {
 	default:
 		return ""
 	}
+	return fmt.Sprintf("brokernet exited (code %d): %s", br.usage().ExitCode, br.LastLine())
+}
+
+// LastLine is the last line the process wrote, shortened to 200 bytes.
+func (br *Bridge) LastLine() string {
 	last := ""
 	for _, l := range strings.Split(strings.TrimSpace(br.Output()), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -528,7 +533,7 @@ func (br *Bridge) ExitSummary() string {
 	if len(last) > 200 {
 		last = last[:200] + "…"
 	}
-	return fmt.Sprintf("brokernet exited (code %d): %s", br.usage().ExitCode, last)
+	return last
 }
 
 // Output is the tail of its stdout and stderr.
