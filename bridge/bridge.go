@@ -110,6 +110,7 @@ type Stats struct {
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions ended by an error
 	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
+	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.

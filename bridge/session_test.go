@@ -248,3 +248,47 @@ func TestDeadDurableConnectionEndsSessionWhileWindowFull(t *testing.T) {
 	waitFor(t, 5*time.Second, "a new session", func() bool { return b.Stats().Sessions.Load() >= 2 })
 	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("t") == 0 })
 }
+
+func TestWithoutSelectorsMessagesThatVisitedTheRemoteStayAndDoNotSpin(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	consumerOn(remote, "q")
+	b, _, _ := startFake(t, local, remote, Config{})
+	local.putWith("q", 5, "BrokernetPath", "|B|", "BrokernetHops", "1") // came from B
+	local.put("q", 20)
+	waitFor(t, 5*time.Second, "the 20 local-origin messages forwarded", func() bool { return len(remote.receivedBodies()) == 20 })
+	waitFor(t, 2*time.Second, "the 5 from B held", func() bool { return b.Stats().Held.Load() == 5 })
+	if q := local.queued("q"); q != 5 {
+		t.Fatalf("local holds %d, want the 5 that came from B", q)
+	}
+	// Held messages are released and may come back; the delay doubles, so
+	// over 2.5 s each is delivered at most three times (0 s, 1 s, 3 s).
+	time.Sleep(2500 * time.Millisecond)
+	local.mu.Lock()
+	for id, n := range local.deliveries {
+		if n > 3 {
+			t.Errorf("message %s delivered %d times in 2.5 s: the bridge spins", id, n)
+		}
+	}
+	local.mu.Unlock()
+	if got := len(remote.receivedBodies()); got != 20 {
+		t.Fatalf("remote received %d, want 20: a message went back to a broker it came from", got)
+	}
+}
+
+func TestWithoutSelectorsDemandWithASelectorIsNotServed(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	ev := queueConsumer("ID:remote-1:1:1:1", "q")
+	ev.Consumer.Selector = "k = 'a'"
+	remote.consumers = append(remote.consumers, ev)
+	b, _, _ := startFake(t, local, remote, Config{})
+	waitFor(t, 2*time.Second, "the advisory applied", func() bool { return b.Stats().Advisories.Load() == 1 })
+	local.put("q", 10)
+	if n := b.Stats().DemandSubs.Load() + b.Stats().PendingSubs.Load(); n != 0 {
+		t.Fatalf("%d demand subscriptions, want none", n)
+	}
+	if q := local.queued("q"); q != 10 {
+		t.Fatalf("local holds %d, want all 10", q)
+	}
+}
