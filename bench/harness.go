@@ -40,13 +40,14 @@ const (
 	Warmup Phase = iota
 	Full
 	Steady
+	Repeat // a second full-speed phase (the go-stomp pair runs one before and one after the harness's)
 	NumPhases
 )
 
-var phaseTags = [NumPhases]string{"w", "f", "s"}
+var phaseTags = [NumPhases]string{"w", "f", "s", "r"}
 
 func (p Phase) String() string {
-	return [NumPhases]string{"warm-up", "full-speed", "steady"}[p]
+	return [NumPhases]string{"warm-up", "full-speed", "steady", "full-speed again"}[p]
 }
 
 func phaseOf(tag string) (Phase, bool) {
