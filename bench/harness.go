@@ -102,12 +102,13 @@ type SendStats struct {
 // Send writes o.N messages on c and returns once the broker confirmed every one.
 //
 // Non-persistent SENDs stream without receipts and every o.ReceiptEvery-th asks
-// for one: a broker processes the frames of one connection in order, so its
-// RECEIPT confirms every SEND before it (STOMP 1.2, "RECEIPT": "the receipt
-// acknowledges that the server has received and processed all frames before
-// it"), and a refused SEND ends the connection with an ERROR, which fails Send.
-// One receipt per message would make the broker write one frame per message
-// and the benchmark measure its own round trips. Persistent messages go in
+// for one. STOMP 1.2 ("RECEIPT") makes a receipt "a cumulative acknowledgment
+// that all the previous frames have been received by the server"; ActiveMQ also
+// handles one connection's frames in order on its transport thread, so by the
+// time the RECEIPT comes the SENDs before it were handed to the destination. A
+// refused SEND ends the connection with an ERROR, which fails Send. One receipt
+// per message would make the broker write one frame per message and the
+// benchmark measure its own round trips. Persistent messages go in
 // transactions of up to o.Batch messages, each COMMIT with a receipt, so that
 // the producer's own disk syncs on broker A do not cap what the forwarding
 // paths can show. At most o.InFlight messages are unconfirmed.
