@@ -465,6 +465,9 @@ func runPath(b *testing.B, r *result) {
 		r.minimalSkippedReason = "non-persistent mode only"
 	default:
 		pair = startMinimal(b, pathCtx, r, prodAddr, consAddr, body)
+		if pair != nil {
+			defer pair.Close() // after a failure; stopMinimal closes it first otherwise
+		}
 		bridgeAlive("during the go-stomp pair's warm-up")
 	}
 	if pair != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	gostomp "github.com/go-stomp/stomp/v3"
@@ -26,6 +27,9 @@ type Minimal struct {
 	sub        *gostomp.Subscription
 	dest       string
 	done       chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // DialMinimal connects the pair: the producer to prodAddr, the consumer
@@ -88,12 +92,14 @@ func (m *Minimal) Wait(ctx context.Context, p Phase, stall time.Duration) bool {
 }
 
 // Close disconnects both connections (each DISCONNECT waits for its receipt,
-// so every SEND before it was processed).
+// so every SEND before it was processed). Later calls return the first's result.
 func (m *Minimal) Close() error {
-	err := errors.Join(m.sub.Unsubscribe(), m.prod.Disconnect(), m.cons.Disconnect())
-	select {
-	case <-m.done:
-	case <-time.After(5 * time.Second):
-	}
-	return err
+	m.closeOnce.Do(func() {
+		m.closeErr = errors.Join(m.sub.Unsubscribe(), m.prod.Disconnect(), m.cons.Disconnect())
+		select {
+		case <-m.done:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return m.closeErr
 }
