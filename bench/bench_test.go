@@ -153,9 +153,7 @@ func splitList(s string) []string {
 }
 
 func BenchmarkForwarding(b *testing.B) {
-	if err := testbroker.Install(); err != nil {
-		b.Fatal(err)
-	}
+	testbroker.Require(b)
 	var results []*result
 	for _, mode := range splitList(*flagModes) {
 		if mode != modeNonPersistent && mode != modePersistent {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -50,6 +51,11 @@ type Config struct {
 	// ReplayRateLimit caps replayed messages per second (0: no limit), like
 	// ActiveMQ's rateLimit on the conditional network bridge filter.
 	ReplayRateLimit int
+	// StableAfter is how long a session must stay up before the reconnect back-off
+	// starts again from its initial delay. Default backoff.DefaultStableAfter (10 s):
+	// a broker that accepts the bridge and drops it soon after is redialled with
+	// growing delays, not at the initial delay forever.
+	StableAfter time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// Log receives one line per state change.
@@ -103,9 +109,10 @@ type Bridge struct {
 	log   zerolog.Logger
 	stats Stats
 
-	mu   sync.Mutex
-	up   bool
-	upCh chan struct{} // closed while up; replaced when down
+	mu      sync.Mutex
+	up      bool
+	upCh    chan struct{} // closed while up; replaced when down
+	upSince time.Time     // when the bridge last came up
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -158,6 +165,7 @@ func (b *Bridge) setUp(up bool) {
 	}
 	b.up = up
 	if up {
+		b.upSince = time.Now()
 		close(b.upCh)
 	} else {
 		b.upCh = make(chan struct{})
@@ -169,10 +177,11 @@ func (b *Bridge) setUp(up bool) {
 // confirmed and acknowledged, and Run returns nil. It returns an error only for
 // conditions a reconnect cannot cure (ErrLoopback).
 func (b *Bridge) Run(ctx context.Context) error {
-	attempt := 0
+	retry := backoff.Retry{StableAfter: b.cfg.StableAfter}
 	for {
 		s := newSession(b)
 		err := s.run(ctx)
+		upFor := b.upFor()
 		b.setUp(false)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -186,18 +195,25 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
-		if s.wasUp {
-			attempt = 0
-		}
+		attempt := retry.Ended(upFor)
 		delay := b.cfg.Remote.Reconnect
 		if s.localFailed {
 			delay = b.cfg.Local.Reconnect
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
+		b.log.Warn().Err(err).Int("attempt", attempt+1).Dur("up_for", upFor).Msg("bridge down, reconnecting")
 		if !delay.Sleep(ctx, attempt) {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
-		attempt++
 	}
+}
+
+// upFor is how long the bridge has been up (zero while down).
+func (b *Bridge) upFor() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.up {
+		return 0
+	}
+	return time.Since(b.upSince)
 }

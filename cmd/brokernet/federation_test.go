@@ -42,9 +42,7 @@ func startProc(t *testing.T, args ...string) *bridgeProc {
 // messages; B2 takes over, the bridge follows it, and a consumer on B2 receives
 // everything the consumer on B1 did not.
 func TestMasterSlaveFailover(t *testing.T) {
-	if err := testbroker.Install(); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.Require(t)
 	shared := t.TempDir()
 	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "A", ID: "A-ms", Persistent: true})
 	b1 := testbroker.StartActiveMQ(t, testbroker.Options{Name: "B1", ID: "B-ms", Persistent: true, DataDir: shared})
@@ -140,9 +138,7 @@ func peersUp(port int) (int, error) {
 // TestGossipSidecars runs a sidecar next to each of three brokers; a fourth
 // joins later; one sidecar is killed while messages flow.
 func TestGossipSidecars(t *testing.T) {
-	if err := testbroker.Install(); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.Require(t)
 	bs := make([]*testbroker.ActiveMQ, 4)
 	for i := range bs[:3] {
 		bs[i] = testbroker.StartActiveMQ(t, testbroker.Options{Name: fmt.Sprintf("G%d", i+1), ID: fmt.Sprintf("G%d-gossip", i+1)})
@@ -206,9 +202,7 @@ func TestGossipSidecars(t *testing.T) {
 // one and sends SIGHUP: only that one restarts; the other's stream loses nothing
 // and its bridge keeps its session.
 func TestReloadRestartsOnlyChangedConnector(t *testing.T) {
-	if err := testbroker.Install(); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.Require(t)
 	l := testbroker.StartActiveMQ(t, testbroker.Options{Name: "L", ID: "L-reload"})
 	p1 := testbroker.StartActiveMQ(t, testbroker.Options{Name: "P1", ID: "P1-reload"})
 	p2 := testbroker.StartActiveMQ(t, testbroker.Options{Name: "P2", ID: "P2-reload"})
@@ -305,9 +299,7 @@ prefetchSize = %d
 // TestImportRoundTrip imports an activemq.xml whose networkConnector points at a
 // real broker, checks the result, runs it, and sees it bridge.
 func TestImportRoundTrip(t *testing.T) {
-	if err := testbroker.Install(); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.Require(t)
 	l := testbroker.StartActiveMQ(t, testbroker.Options{Name: "L", ID: "L-import"})
 	r := testbroker.StartActiveMQ(t, testbroker.Options{Name: "R", ID: "R-import"})
 	dir := t.TempDir()

@@ -144,9 +144,7 @@ func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
 
 func startPair(t *testing.T) (a, b *testbroker.ActiveMQ) {
 	t.Helper()
-	if err := testbroker.Install(); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.Require(t)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
