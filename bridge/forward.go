@@ -54,10 +54,24 @@ func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Fr
 		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
 	}
 	copied := len(kv)
+	// STOMP says the first of repeated headers wins; send only that one. A linear
+	// scan of what was copied is fastest for the usual dozen headers; past that a
+	// set keeps the check linear in the header count (the decoder allows 1000).
+	var seen map[string]struct{}
+	if h.Len() > 16 {
+		seen = make(map[string]struct{}, h.Len())
+	}
 	for i := 0; i < h.Len(); i++ {
 		k, v := h.GetAt(i)
-		if dropOnForward[k] || repeated(kv[copied:], k) {
-			// STOMP says the first of repeated headers wins; send only that one.
+		if dropOnForward[k] {
+			continue
+		}
+		if seen != nil {
+			if _, dup := seen[k]; dup {
+				continue
+			}
+			seen[k] = struct{}{}
+		} else if repeated(kv[copied:], k) {
 			continue
 		}
 		kv = append(kv, k, v)

@@ -239,12 +239,17 @@ func TestConnectRefusedByBroker(t *testing.T) {
 }
 
 func TestInboxKeepsOrderAndCloses(t *testing.T) {
-	q := newInbox()
+	q := newInbox(10)
 	done := make(chan struct{})
 	const n = 5000
 	go func() {
 		for i := 0; i < n; i++ {
-			q.push(frame.New(frame.MESSAGE, "seq", strconv.Itoa(i)))
+			// Every third frame is auto-acknowledged: more than the limit of 10 in
+			// all, so push waits for pop now and then.
+			if err := q.push(frame.New(frame.MESSAGE, "seq", strconv.Itoa(i)), i%3 == 0, done, time.Minute); err != nil {
+				t.Error(err)
+				return
+			}
 		}
 		q.close()
 	}()
