@@ -22,6 +22,7 @@ func TestMain(m *testing.M) { testbroker.Main(m) }
 // startBrokers starts n brokers in parallel.
 func startBrokers(t *testing.T, n int, persistent bool) []*testbroker.ActiveMQ {
 	t.Helper()
+	testbroker.Require(t) // skips under -short: t.Skip cannot run in the goroutines below
 	out := make([]*testbroker.ActiveMQ, n)
 	var wg sync.WaitGroup
 	for i := range out {
