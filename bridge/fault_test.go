@@ -196,7 +196,7 @@ func TestFaultHalfOpen(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			q := "fault.half" + strconv.Itoa(i)
 			r := newFaultRig(t, a, b, "heartBeat="+strconv.FormatInt(faultHeartBeat.Milliseconds(), 10))
-			const n = 2000
+			const n = 1500
 			stomptest.SendN(t, a.StompURI(), "/queue/"+q, 0, n, true)
 			c := stomptest.Subscribe(t, b.StompURI(), "/queue/"+q)
 			stomptest.Eventually(t, 30*time.Second, func() error {
@@ -239,7 +239,7 @@ func TestFaultSlowLinks(t *testing.T) {
 	t.Run("latency 200ms", func(t *testing.T) {
 		r := newFaultRig(t, a, b, "")
 		r.pb.SetLatency(200 * time.Millisecond)
-		const n = 2000
+		const n = 500
 		c := stomptest.Subscribe(t, b.StompURI(), "/queue/fault.latency")
 		waitDemand(t, r.br, 1, 20*time.Second)
 		start := time.Now()

@@ -256,11 +256,19 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 	c.nc.SetDeadline(deadline)
 	defer c.nc.SetDeadline(time.Time{})
 
-	hb := strconv.FormatInt(c.uri.HeartBeat.Milliseconds(), 10)
+	// heart-beat is "send,receive" (STOMP 1.1). We ask the broker for heart-beats
+	// twice as often as the configured interval, so that a silent (half-open)
+	// connection is declared dead within 1.5 intervals (see readLoop) while
+	// leaving room for ActiveMQ's write check, which skips one heart-beat after any
+	// data and so may leave up to two of its intervals between frames.
+	send, recv := c.uri.HeartBeat, c.uri.HeartBeat/2
+	if recv < time.Millisecond {
+		recv = send
+	}
 	f := frame.New(frame.CONNECT,
 		frame.AcceptVersion, "1.2,1.1",
 		frame.Host, c.uri.VHost,
-		frame.HeartBeat, hb+","+hb)
+		frame.HeartBeat, strconv.FormatInt(send.Milliseconds(), 10)+","+strconv.FormatInt(recv.Milliseconds(), 10))
 	if c.uri.Login != "" {
 		f.Header.Add(frame.Login, c.uri.Login)
 		f.Header.Add(frame.Passcode, c.uri.Passcode)
@@ -308,10 +316,10 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 				return fmt.Errorf("connecting to %s: bad heart-beat header %q", c.uri, v)
 			}
 			if sy > 0 {
-				c.sendEvery = max(c.uri.HeartBeat, sy)
+				c.sendEvery = max(send, sy)
 			}
 			if sx > 0 {
-				c.expectEvery = max(c.uri.HeartBeat, sx)
+				c.expectEvery = max(recv, sx)
 			}
 		}
 		return nil
@@ -495,8 +503,11 @@ func (c *Conn) readLoop(dec *decoder) {
 	defer c.inbox.close()
 	var timeout time.Duration
 	if c.expectEvery > 0 {
-		// Allow for scheduling and network delay, as the spec suggests.
-		timeout = 2*c.expectEvery + time.Second
+		// The broker may skip one heart-beat right after sending data (ActiveMQ's
+		// write check does), so two of its intervals can pass between frames; a
+		// third allows for scheduling and network delay, as the spec suggests.
+		// With the broker honouring our request that is 1.5 × the URI's heartBeat.
+		timeout = 3 * c.expectEvery
 	}
 	for {
 		if timeout > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -305,5 +306,56 @@ func TestReceiptsFlowWhileDeliveriesAreNotRead(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("only %d of 3000 messages delivered", got)
 		}
+	}
+}
+
+// TestHalfOpenDetectedWithinTwoHeartBeats: the client asks for heart-beats at half
+// its interval and gives up after three of them: a broker that answers like
+// ActiveMQ (the intervals swapped) and then goes silent is noticed after 1.5
+// intervals, never later than two.
+func TestHalfOpenDetectedWithinTwoHeartBeats(t *testing.T) {
+	connect := make(chan string, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		f, err := frame.NewReader(nc).Read()
+		if err != nil {
+			return
+		}
+		hb := f.Header.Get(frame.HeartBeat)
+		connect <- hb
+		x, y, _ := strings.Cut(hb, ",")
+		w := bufio.NewWriter(nc)
+		(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.HeartBeat, y+","+x))
+		w.Flush()
+		io.Copy(io.Discard, nc) // then silence, the socket open
+	}()
+	u, _ := ParseURI("stomp://" + ln.Addr().String() + "?heartBeat=400")
+	c, err := Dial(context.Background(), u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	start := time.Now()
+	if hb := <-connect; hb != "400,200" {
+		t.Fatalf("CONNECT heart-beat %q, want 400,200", hb)
+	}
+	select {
+	case <-c.Done():
+		took := time.Since(start)
+		t.Logf("silent broker noticed after %v (heart-beat 400ms)", took)
+		if took > 800*time.Millisecond {
+			t.Fatalf("noticed after %v, more than two heart-beat intervals", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("silent broker never noticed")
 	}
 }
