@@ -119,10 +119,15 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 		f.Header.Add(k, v)
 	}
 	if cl, ok := f.Header.Contains(frame.ContentLength); ok {
-		n, err := strconv.Atoi(cl)
-		if err != nil || n < 0 {
+		// Digits only, as go-stomp's reader has it (Atoi would take "+5" and "-0").
+		n64, err := strconv.ParseUint(cl, 10, 31)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return nil, ErrFrameTooLarge
+			}
 			return nil, fmt.Errorf("malformed content-length %q", cl)
 		}
+		n := int(n64)
 		if n > d.maxFrame {
 			return nil, ErrFrameTooLarge
 		}
