@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/transport"
 )
 
 // ErrClosed is the error of a connection closed by this side.
@@ -42,6 +44,9 @@ func (e *BrokerError) Error() string {
 	}
 	return "broker error: " + e.Message + ": " + e.Detail
 }
+
+// Is makes every ERROR frame match transport.ErrRefused.
+func (e *BrokerError) Is(target error) bool { return target == transport.ErrRefused }
 
 // Flavour is the broker implementation, learnt from the CONNECTED frame's server header.
 type Flavour int
@@ -190,7 +195,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
-	return newConn(ctx, nc, uri, opts)
+	return newConn(ctx, withQuickAck(nc), uri, opts)
 }
 
 // newConn runs TLS (if the URI asks for it) and the STOMP handshake over nc and
@@ -352,8 +357,9 @@ func (c *Conn) Err() error {
 	}
 }
 
-// Deliveries carries the MESSAGE frames of every subscription, in order. It is
-// closed after the connection ended.
+// Deliveries carries the MESSAGE frames of every subscription, and the RECEIPT
+// frames of WriteStreamReceipt, in the order the broker sent them. It is closed
+// after the connection ended.
 func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
 
 // Write queues f for sending. It blocks only while the write queue is full.
@@ -418,6 +424,19 @@ func (c *Conn) WriteReceipt(ctx context.Context, f *frame.Frame, done func(error
 		return err
 	}
 	return nil
+}
+
+// streamReceiptPrefix starts the ids of receipts that are delivered in the stream.
+const streamReceiptPrefix = "s"
+
+// WriteStreamReceipt adds a receipt header to f, queues it and returns the receipt
+// id. The broker's RECEIPT frame arrives on Deliveries, after every MESSAGE frame
+// the broker sent before it, so a confirmation never overtakes the deliveries
+// that preceded it on the wire.
+func (c *Conn) WriteStreamReceipt(ctx context.Context, f *frame.Frame) (string, error) {
+	id := streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
+	f.Header.Set(frame.Receipt, id)
+	return id, c.Write(ctx, f)
 }
 
 // Request writes f with a receipt and waits for it.
@@ -541,6 +560,14 @@ func (c *Conn) readLoop(dec *decoder) {
 			}
 		case frame.RECEIPT:
 			id := f.Header.Get(frame.ReceiptId)
+			if strings.HasPrefix(id, streamReceiptPrefix) {
+				// Never blocks: only auto-acknowledged MESSAGE frames count.
+				if err := c.inbox.push(f, false, c.done, c.opts.StallTimeout); err != nil {
+					c.fail(fmt.Errorf("reading from %s: %w", c.uri, err))
+					return
+				}
+				continue
+			}
 			c.mu.Lock()
 			cb := c.receipts[id]
 			delete(c.receipts, id)
