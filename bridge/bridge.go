@@ -129,6 +129,10 @@ type Bridge struct {
 	// while the message was in flight.
 	refusals refusals
 
+	// onRetry, when set (tests), sees each reconnect's attempt number (0-based)
+	// and how long the ended session had been up.
+	onRetry func(attempt int, upFor time.Duration)
+
 	mu      sync.Mutex
 	up      bool
 	upCh    chan struct{} // closed while up; replaced when down
@@ -219,6 +223,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.refusals.add(s.suspects(), err)
 		}
 		attempt := retry.Ended(upFor)
+		if b.onRetry != nil {
+			b.onRetry(attempt, upFor)
+		}
 		delay := b.cfg.Remote.Backoff()
 		if s.localFailed {
 			delay = b.cfg.Local.Backoff()
