@@ -115,9 +115,14 @@ func TestSoak(t *testing.T) {
 	next := 0
 	line := func(what string) {
 		confirmed, maybe := prod.counts()
-		distinct, dups, lost := soakTally(prod, consumers)
-		fmt.Printf("soak %7s %-8s sent %d (+%d unconfirmed) received %d lost %d duplicates %d | brokernet RSS %d KiB goroutines %s | %s\n",
-			time.Since(start).Round(time.Second), what, confirmed, maybe, distinct, lost, dups,
+		distinct, dups, missing := soakTally(prod, consumers)
+		// Until the end, a confirmed message not received yet is still in transit.
+		label := "in transit"
+		if what == "final" {
+			label = "LOST"
+		}
+		fmt.Printf("soak %7s %-8s sent %d (+%d unconfirmed) received %d %s %d duplicates %d | brokernet RSS %d KiB goroutines %s | %s\n",
+			time.Since(start).Round(time.Second), what, confirmed, maybe, distinct, label, missing, dups,
 			procRSS(cmd.Process.Pid), scrapeGoroutines(adminPort), bridgeSummary(adminPort))
 	}
 	for time.Now().Before(end) {
