@@ -29,6 +29,8 @@ type demandSub struct {
 	// bridgeFilters: the local broker has no selectors, so the bridge applies
 	// the hop filter itself (filter.go).
 	bridgeFilters bool
+	// pattern matches the destinations of a wildcard subscription; nil otherwise.
+	pattern *destination.Pattern
 	// forID is the broker this topic subscription forwards toward (Tag.For).
 	forID string
 	// replaced is an Unsubscribe waiting for its replacement to be confirmed by
@@ -128,6 +130,11 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 	ds := &demandSub{sub: sub, peer: p, individual: ts.Ack == transport.Individual, bridgeFilters: bridgeFilters}
 	if _, tag, ok := advisory.ParseSelector(sub.Selector); ok {
 		ds.forID = tag.For
+	}
+	if strings.ContainsAny(sub.Destination.Name, "*>") {
+		if pat, err := destination.ParsePattern(sub.Destination.String()); err == nil {
+			ds.pattern = &pat
+		}
 	}
 	s.subs[sub.ID] = ds
 	s.updateSubStats()

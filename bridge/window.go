@@ -88,7 +88,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	var forIDs []string
 	if ds.sub.Destination.Kind == destination.Topic {
 		var routes int
-		forIDs, routes = s.topicRoutes(ds.sub.Destination)
+		forIDs, routes = s.topicRoutes(m.Destination)
 		if routes > 1 {
 			if s.dedup.seen(m.ID) {
 				// Another of our subscriptions forwarded this message: settle it
