@@ -47,7 +47,7 @@ func pipeConn(t *testing.T, opts Options, serve func(nc net.Conn, r *bufio.Reade
 // countFrames reads the client's frames with go-stomp's reader, counting SENDs;
 // every read of at most chunk bytes is followed by pause (a slow link).
 func countFrames(r io.Reader, chunk int, pause time.Duration, n *atomic.Int64) {
-	fr := frame.NewReader(bufio.NewReaderSize(&slowReader{r, chunk, pause}, 4096))
+	fr := frame.NewReader(bufio.NewReaderSize(&slowReader{r, chunk, pause}, chunk))
 	for {
 		f, err := fr.Read()
 		if err != nil {
@@ -80,13 +80,14 @@ func bigSend(size int) *frame.Frame {
 	return f
 }
 
-// TestWriteDeadlineCoversOneWriteNotABurst: a burst of 2 MiB to a peer reading
-// ~2 MB/s takes about a second, far beyond the 300 ms write timeout, yet the peer
-// never stops reading, so the connection must survive.
+// TestWriteDeadlineCoversOneWriteNotABurst: a burst of 3 MiB to a peer reading at
+// most 4 MB/s (16 KiB, then a 4 ms pause) takes at least 0.75 s, beyond the 500 ms
+// write timeout, yet the peer never stops reading, so the connection must survive.
+// One 64 KiB write takes ~16 ms here, so a loaded machine has plenty of room.
 func TestWriteDeadlineCoversOneWriteNotABurst(t *testing.T) {
 	var got atomic.Int64
-	c := pipeConn(t, Options{WriteTimeout: 300 * time.Millisecond}, func(nc net.Conn, r *bufio.Reader) {
-		countFrames(r, 4096, 2*time.Millisecond, &got)
+	c := pipeConn(t, Options{WriteTimeout: 500 * time.Millisecond}, func(nc net.Conn, r *bufio.Reader) {
+		countFrames(r, 16<<10, 4*time.Millisecond, &got)
 	})
 	ctx := context.Background()
 	if err := c.Write(ctx, bigSend(10)); err != nil {
@@ -94,20 +95,21 @@ func TestWriteDeadlineCoversOneWriteNotABurst(t *testing.T) {
 	}
 	waitCount(t, c, &got, 1)
 	start := time.Now()
-	for i := 0; i < 2; i++ {
+	const n = 3
+	for i := 0; i < n; i++ {
 		if err := c.Write(ctx, bigSend(1<<20)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitCount(t, c, &got, 3)
-	t.Logf("2 MiB burst took %v with a 300 ms write timeout", time.Since(start))
+	waitCount(t, c, &got, n+1)
+	t.Logf("3 MiB burst took %v with a 500 ms write timeout", time.Since(start))
 }
 
 // TestFirstLargeFrameAfterIdleDoesNotTimeOut: with heart-beats off, a frame larger
 // than the write buffer after an idle period longer than the write timeout goes out.
 func TestFirstLargeFrameAfterIdleDoesNotTimeOut(t *testing.T) {
 	var got atomic.Int64
-	c := pipeConn(t, Options{WriteTimeout: 100 * time.Millisecond}, func(nc net.Conn, r *bufio.Reader) {
+	c := pipeConn(t, Options{WriteTimeout: 300 * time.Millisecond}, func(nc net.Conn, r *bufio.Reader) {
 		countFrames(r, 64<<10, 0, &got)
 	})
 	ctx := context.Background()
@@ -116,7 +118,7 @@ func TestFirstLargeFrameAfterIdleDoesNotTimeOut(t *testing.T) {
 	}
 	waitCount(t, c, &got, 1)
 	// The idle period is the condition under test: longer than the write timeout.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
 	if err := c.Write(ctx, bigSend(1<<20)); err != nil {
 		t.Fatal(err)
 	}
