@@ -226,9 +226,7 @@ func splitList(s string) []string {
 }
 
 func BenchmarkForwarding(b *testing.B) {
-	if err := testbroker.Install(); err != nil {
-		b.Fatal(err)
-	}
+	testbroker.Require(b)
 	modes, paths := splitList(*flagModes), splitList(*flagPaths)
 	for _, mode := range modes {
 		if mode != modeNonPersistent && mode != modePersistent {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -62,6 +63,11 @@ type Config struct {
 	// connection with an error while it was in flight) before it is dead-lettered.
 	// Default 3.
 	MaxRefusals int
+	// StableAfter is how long a session must stay up before the reconnect back-off
+	// starts again from its initial delay. Default backoff.DefaultStableAfter (10 s):
+	// a broker that accepts the bridge and drops it soon after is redialled with
+	// growing delays, not at the initial delay forever.
+	StableAfter time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// Log receives one line per state change.
@@ -130,9 +136,14 @@ type Bridge struct {
 	// while the message was in flight.
 	refusals refusals
 
-	mu   sync.Mutex
-	up   bool
-	upCh chan struct{} // closed while up; replaced when down
+	// onRetry, when set (tests), sees each reconnect's attempt number (0-based)
+	// and how long the ended session had been up.
+	onRetry func(attempt int, upFor time.Duration)
+
+	mu      sync.Mutex
+	up      bool
+	upCh    chan struct{} // closed while up; replaced when down
+	upSince time.Time     // when the bridge last came up
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -185,6 +196,7 @@ func (b *Bridge) setUp(up bool) {
 	}
 	b.up = up
 	if up {
+		b.upSince = time.Now()
 		close(b.upCh)
 	} else {
 		b.upCh = make(chan struct{})
@@ -196,10 +208,11 @@ func (b *Bridge) setUp(up bool) {
 // confirmed and acknowledged, and Run returns nil. It returns an error only for
 // conditions a reconnect cannot cure (ErrLoopback).
 func (b *Bridge) Run(ctx context.Context) error {
-	attempt := 0
+	retry := backoff.Retry{StableAfter: b.cfg.StableAfter}
 	for {
 		s := newSession(b)
 		err := s.run(ctx)
+		upFor := b.upFor()
 		b.setUp(false)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -216,19 +229,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
 			b.refusals.add(s.suspects(), err)
 		}
-		if s.wasUp {
-			attempt = 0
+		attempt := retry.Ended(upFor)
+		if b.onRetry != nil {
+			b.onRetry(attempt, upFor)
 		}
 		delay := b.cfg.Remote.Backoff()
 		if s.localFailed {
 			delay = b.cfg.Local.Backoff()
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
+		b.log.Warn().Err(err).Int("attempt", attempt+1).Dur("up_for", upFor).Msg("bridge down, reconnecting")
 		if !delay.Sleep(ctx, attempt) {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
-		attempt++
 	}
 }
 
@@ -241,6 +254,16 @@ func checkIDs(cfg *Config, localID, remoteID string) error {
 		return fmt.Errorf("local %w: it reports broker id %q, discovery advertised %q", ErrWrongBroker, localID, cfg.ExpectLocalID)
 	}
 	return nil
+}
+
+// upFor is how long the bridge has been up (zero while down).
+func (b *Bridge) upFor() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.up {
+		return 0
+	}
+	return time.Since(b.upSince)
 }
 
 // refusals counts, per message id, how often the remote broker ended a session
