@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -72,18 +73,16 @@ const defaultIdleTimeout = 20 * time.Second
 func ParseURI(s string) (URI, error) {
 	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: backoff.Default()}
 	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want amqp://host:port or amqps://host:port)", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: missing scheme (want amqp://host:port or amqps://host:port)", uriredact.Redact(s))
+	}
+	if err := uriredact.CheckUserinfo(s); err != nil {
+		return u, err
 	}
 	pu, err := url.Parse(s)
 	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the password)", uriredact.Redact(s))
 	}
-	shown := redact(pu)
-	if pu.User == nil && strings.Contains(s, "@") {
-		// An "@" that url.Parse did not take as the end of user info (a password
-		// holding "/" or "?" unescaped): hide everything before it.
-		shown = redactRaw(s)
-	}
+	shown := uriredact.Redact(s)
 	switch pu.Scheme {
 	case "amqp":
 		u.Port = DefaultPort
@@ -335,34 +334,6 @@ func (u URI) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
-}
-
-func redact(pu *url.URL) string {
-	c := *pu
-	if c.User != nil {
-		if _, ok := c.User.Password(); ok {
-			c.User = url.UserPassword(c.User.Username(), "***")
-		}
-	}
-	s := c.String()
-	return strings.Replace(s, "%2A%2A%2A", "***", 1)
-}
-
-// redactRaw hides anything between "://" and the last "@" in a string url.Parse rejected.
-func redactRaw(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		if j := strings.LastIndex(s, "@"); j >= 0 {
-			return "***@" + s[j+1:]
-		}
-		return s
-	}
-	rest := s[i+3:]
-	j := strings.LastIndex(rest, "@")
-	if j < 0 {
-		return s
-	}
-	return s[:i+3] + "***@" + rest[j+1:]
 }
 
 // EventsURI is the STOMP address of the same RabbitMQ broker, where its demand

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/uriredact"
 )
 
 // URI is a parsed OpenWire broker address, in ActiveMQ's own spelling:
@@ -57,13 +58,16 @@ func Schemes(scheme string) bool { return scheme == "tcp" || scheme == "ssl" }
 func ParseURI(s string) (URI, error) {
 	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: backoff.Default()}
 	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want tcp://host:port or ssl://host:port)", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: missing scheme (want tcp://host:port or ssl://host:port)", uriredact.Redact(s))
+	}
+	if err := uriredact.CheckUserinfo(s); err != nil {
+		return u, err
 	}
 	pu, err := url.Parse(s)
 	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the password)", uriredact.Redact(s))
 	}
-	shown := redact(pu)
+	shown := uriredact.Redact(s)
 	switch pu.Scheme {
 	case "tcp":
 		u.Port = DefaultPort
@@ -236,28 +240,4 @@ func (u URI) url() url.URL {
 	}
 	v.RawQuery = q.Encode()
 	return v
-}
-
-func redact(pu *url.URL) string {
-	c := *pu
-	if c.User != nil {
-		if _, ok := c.User.Password(); ok {
-			c.User = url.UserPassword(c.User.Username(), "***")
-		}
-	}
-	return strings.Replace(c.String(), "%2A%2A%2A", "***", 1)
-}
-
-// redactRaw hides anything between "://" and "@" in a string url.Parse rejected.
-func redactRaw(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return s
-	}
-	rest := s[i+3:]
-	j := strings.LastIndex(rest, "@")
-	if j < 0 {
-		return s
-	}
-	return s[:i+3] + "***@" + rest[j+1:]
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/tlsconf"
+	"github.com/brokernet/brokernet/internal/uriredact"
 )
 
 // URI is a parsed broker address:
@@ -75,14 +76,8 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 	if !strings.Contains(s, "://") {
 		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp://host:port or stomp+ssl://host:port)", shown)
 	}
-	// url.Parse ends the credentials at the first '/', '?' or '#': a passcode
-	// holding one of them would spill into the path or the options, whose
-	// values errors show. Refuse that instead of guessing.
-	authority := strings.Index(s, "://") + 3
-	if at := strings.LastIndex(s, "@"); at > authority {
-		if strings.ContainsAny(s[authority:at], "/?#") {
-			return u, fmt.Errorf("broker URI %q: ambiguous '@': percent-encode '/', '?' and '#' in a passcode (%%2F, %%3F, %%23) and '@' in an option (%%40)", shown)
-		}
+	if err := uriredact.CheckUserinfo(s); err != nil {
+		return u, err
 	}
 	pu, err := url.Parse(s)
 	if err != nil {
@@ -294,27 +289,9 @@ func (u URI) WithSecrets() string {
 	return v.String()
 }
 
-// Redact hides the passcode of a URI-looking string however malformed it is:
-// in the part from the start of the authority (after the first "://", or from
-// the beginning when there is none before it) up to the last '@', everything
-// after the first ':' becomes "***" (a part without ':' is a login, shown). A
-// passcode always ends at an '@', so no part of it survives; an '@' in an option
-// value is over-redacted, which is harmless.
-func Redact(s string) string {
-	at := strings.LastIndex(s, "@")
-	if at < 0 {
-		return s
-	}
-	start := 0
-	if i := strings.Index(s, "://"); i >= 0 && i+3 <= at {
-		start = i + 3
-	}
-	colon := strings.Index(s[start:at], ":")
-	if colon < 0 {
-		return s
-	}
-	return s[:start+colon] + ":***" + s[at:]
-}
+// Redact hides the passcode of a URI-looking string however malformed it is
+// (see uriredact.Redact).
+func Redact(s string) string { return uriredact.Redact(s) }
 
 // EventsURI is u itself: a RabbitMQ broker's demand is read over STOMP.
 func (u URI) EventsURI() (URI, error) { return u, nil }

@@ -1,0 +1,58 @@
+// Package endpoint parses a broker URI of any protocol, dispatching on its
+// scheme to the transport that owns it.
+package endpoint
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/amqp"
+	"github.com/brokernet/brokernet/transport/openwire"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// Schemes lists the accepted schemes, for messages.
+const Schemes = "stomp://, stomp+ssl:// (STOMP), amqp://, amqps:// (AMQP 1.0), tcp://, ssl:// (OpenWire)"
+
+// Parse parses a broker URI given locally (command line, configuration): the
+// TLS files it names are checked now. Errors never contain the passcode.
+func Parse(s string) (transport.URI, error) { return parse(s, true) }
+
+// ParseRemote parses a broker URI another process advertised (gossip
+// metadata): as Parse, but it never touches the local files the URI names,
+// so a peer cannot make this process open them.
+func ParseRemote(s string) (transport.URI, error) { return parse(s, false) }
+
+func parse(s string, local bool) (transport.URI, error) {
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return nil, fmt.Errorf("broker URI %q: missing scheme (want one of %s)", uriredact.Redact(s), Schemes)
+	}
+	switch strings.ToLower(scheme) {
+	case "stomp", "stomp+ssl", "stomp+tls", "stomps":
+		if local {
+			return ok1(stomp.ParseURI(s))
+		}
+		return ok1(stomp.ParseRemoteURI(s))
+	case "amqp", "amqps", "amqp+ssl", "amqp+tls":
+		return ok1(amqp.ParseURI(s))
+	case "tcp", "ssl":
+		return ok1(openwire.ParseURI(s))
+	}
+	shown := scheme
+	if strings.ContainsAny(shown, ":@") || len(shown) > 20 {
+		// Not a scheme but the start of something else, maybe credentials.
+		shown = "?"
+	}
+	return nil, fmt.Errorf("broker URI %q: unsupported scheme %q (want one of %s)", uriredact.Redact(s), shown, Schemes)
+}
+
+// ok1 turns a concrete URI and error into a transport.URI, nil on error.
+func ok1[U transport.URI](u U, err error) (transport.URI, error) {
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}

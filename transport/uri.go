@@ -1,0 +1,62 @@
+package transport
+
+import "github.com/brokernet/brokernet/internal/backoff"
+
+// URI is a parsed broker URI of any protocol (stomp://, amqp://, tcp://, ...):
+// what configuration, discovery and the command line hold, so that every place
+// that takes a broker address takes all of them. Package transport/endpoint
+// parses one. Two URIs are the same broker address when their WithSecrets are
+// equal.
+type URI interface {
+	Endpoint
+	// Protocol is "stomp", "amqp" or "openwire" (Info.Protocol of its connections).
+	Protocol() string
+	// Hostname is the host without the port (an IPv6 address without brackets).
+	Hostname() string
+	// HasPassword reports whether the URI carries a passcode of its own.
+	HasPassword() bool
+	// WithSecrets renders the URI with its passcode and every option, so that
+	// another process can dial it. Never log it.
+	WithSecrets() string
+	// Public is what another brokernet member may learn of the URI (gossip
+	// metadata): where the broker is and how to verify it, never how to log in,
+	// which client id to use, which local files to read, or a management URL
+	// (which would receive the credentials).
+	Public() URI
+	// WithDefaults fills in what the URI leaves open from the local
+	// configuration; see Defaults.
+	WithDefaults(d Defaults) URI
+}
+
+// Defaults are the local configuration's answers for a broker URI that does
+// not say (a URI learnt from discovery never does).
+type Defaults struct {
+	// User and Password apply when the URI has no password; a login in the URI
+	// wins over User.
+	User, Password string
+	// CAFile, CertFile and KeyFile apply to a TLS URI that names neither a CA
+	// nor a client certificate. A transport without client certificates
+	// (OpenWire) takes only CAFile.
+	CAFile, CertFile, KeyFile string
+	// Reconnect, when not zero, is the reconnect policy: a connector's
+	// back-off options apply to every broker it dials.
+	Reconnect backoff.Policy
+}
+
+// ApplyCredentials returns the login and password a URI with the given ones
+// should use under d: the URI's own when it has a password.
+func (d Defaults) ApplyCredentials(login, password string) (string, string) {
+	if password != "" || d.User == "" && d.Password == "" {
+		return login, password
+	}
+	if login == "" {
+		login = d.User
+	}
+	return login, d.Password
+}
+
+// UseTLSFiles reports whether a TLS URI naming the given CA and client
+// certificate files should take d's instead.
+func (d Defaults) UseTLSFiles(tls bool, caFile, certFile string) bool {
+	return tls && caFile == "" && certFile == ""
+}
