@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 func TestImportActiveMQRoundTrip(t *testing.T) {
@@ -40,7 +41,7 @@ func TestImportActiveMQRoundTrip(t *testing.T) {
 		t.Errorf("to-dc2: %+v", a)
 	}
 	for i, host := range []string{"dc2-a.example", "dc2-b.example"} {
-		u := a.URI.URIs[i]
+		u := a.URI.URIs[i].(stomp.URI)
 		if u.Host != host || u.Port != 61614 || u.TLS || u.Login != "bridge" || u.Passcode != "s3cret&more" {
 			t.Errorf("to-dc2 member %d = %+v", i, u)
 		}
@@ -71,7 +72,7 @@ func TestImportActiveMQRoundTrip(t *testing.T) {
 
 	b := cfg.Connectors[1]
 	if b.Name != "to-dc3" || b.URI.Kind != discovery.MasterSlave || len(b.URI.URIs) != 2 ||
-		b.URI.URIs[0].Host != "dc3-master.example" || b.URI.URIs[1].Port != 61614 || b.URI.URIs[0].Login != "" {
+		b.URI.URIs[0].Hostname() != "dc3-master.example" || b.URI.URIs[1].Addr() != "dc3-slave.example:61614" || b.URI.URIs[0].HasPassword() {
 		t.Errorf("to-dc3: %+v", b)
 	}
 	if !b.Duplex || b.NetworkTTL != 2 || b.MessageTTL != 4 || b.ConsumerTTL != 2 || !b.DynamicOnly ||

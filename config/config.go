@@ -292,7 +292,7 @@ func (c *Config) hasPasscodes() bool {
 	}
 	for _, s := range specs {
 		for _, u := range s.URIs {
-			if u.Passcode != "" {
+			if u.HasPassword() {
 				return true
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // mustParse parses src or fails the test.
@@ -137,7 +138,7 @@ func TestStaticExampleValues(t *testing.T) {
 		t.Errorf("log %+v admin %+v", cfg.Log, cfg.Admin)
 	}
 	nc := cfg.Connectors[0]
-	if nc.Name != "to-dc2" || nc.Line != 22 || len(nc.URI.URIs) != 2 || nc.URI.URIs[1].Host != "10.0.0.3" {
+	if nc.Name != "to-dc2" || nc.Line != 22 || len(nc.URI.URIs) != 2 || nc.URI.URIs[1].Hostname() != "10.0.0.3" {
 		t.Errorf("connector 0: %+v", nc)
 	}
 	if nc.NetworkTTL != 2 || nc.MessageTTL != 2 || nc.ConsumerTTL != 1 || !nc.DecreaseNetworkConsumerPriority || nc.ConsumerPriorityBase != -5 {
@@ -150,7 +151,7 @@ func TestStaticExampleValues(t *testing.T) {
 		t.Errorf("excludedDestinations = %q", got)
 	}
 	a := cfg.Connectors[1]
-	if a.RemoteID != "audit-broker" || a.URI.URIs[0].Passcode != "secret" || a.URI.URIs[0].VHost != "audit" {
+	if a.RemoteID != "audit-broker" || a.URI.URIs[0].(stomp.URI).Passcode != "secret" || a.URI.URIs[0].(stomp.URI).VHost != "audit" {
 		t.Errorf("connector 1: %+v", a)
 	}
 	if a.Reconnect.Initial != 500*time.Millisecond || a.Reconnect.Max != time.Minute || a.Reconnect.Multiplier != 2 {

@@ -16,6 +16,9 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/tlsconf"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/amqp"
+	"github.com/brokernet/brokernet/transport/endpoint"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -529,7 +532,7 @@ func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
 	if s, ok := g.str("advertiseBrokerURI"); ok && s != "" {
 		// The gossip agent advertises one broker URI (discovery's
 		// LocalBroker.URI), which the other members dial as it is.
-		if _, err := stomp.ParseURI(s); err != nil {
+		if _, err := endpoint.Parse(s); err != nil {
 			g.errorf("advertiseBrokerURI", "%v", err)
 		} else {
 			gs.AdvertiseBrokerURI = s
@@ -673,10 +676,10 @@ func (d *decoder) link(brokers []*brokerEntry, conns []*connEntry) {
 // one that other members cannot dial, or a passcode sent in clear.
 func (d *decoder) checkAdvertised(c *connEntry, b *brokerEntry) {
 	g := c.nc.Gossip
-	var adv stomp.URI
+	var adv transport.URI
 	switch {
 	case g.AdvertiseBrokerURI != "":
-		u, err := stomp.ParseURI(g.AdvertiseBrokerURI)
+		u, err := endpoint.Parse(g.AdvertiseBrokerURI)
 		if err != nil {
 			return
 		}
@@ -687,19 +690,32 @@ func (d *decoder) checkAdvertised(c *connEntry, b *brokerEntry) {
 		return
 	}
 	at := fmt.Sprintf("%s:%d: %s", d.file, c.nc.Line, c.t.label)
-	if isLocalHost(adv.Host) {
+	if isLocalHost(adv.Hostname()) {
 		d.warns = append(d.warns, fmt.Sprintf(
 			"%s: gossip advertises the local broker as %s, which other members cannot dial; set gossip.advertiseBrokerURI", at, adv))
 	}
-	if g.AdvertiseBrokerURI != "" && adv.Passcode != "" {
+	if g.AdvertiseBrokerURI != "" && adv.HasPassword() {
 		d.warns = append(d.warns, fmt.Sprintf(
 			"%s: the passcode of gossip.advertiseBrokerURI is not gossiped; members log in with their own userName and passwordFile", at))
 	}
 }
 
-// sameBroker reports whether two URIs name the same broker (and virtual host).
-func sameBroker(a, b stomp.URI) bool {
-	return strings.EqualFold(a.Host, b.Host) && a.Port == b.Port && a.VHost == b.VHost
+// sameBroker reports whether two URIs name the same broker (and virtual host):
+// the same protocol at the same address. One broker reached over two
+// protocols has two ports, which this cannot tell.
+func sameBroker(a, b transport.URI) bool {
+	return a.Protocol() == b.Protocol() && strings.EqualFold(a.Addr(), b.Addr()) && vhost(a) == vhost(b)
+}
+
+// vhost is a URI's virtual host, "" for protocols without one.
+func vhost(u transport.URI) string {
+	switch u := u.(type) {
+	case stomp.URI:
+		return u.VHost
+	case amqp.URI:
+		return u.VHost
+	}
+	return ""
 }
 
 // isLocalHost reports whether host only makes sense on this machine.

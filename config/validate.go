@@ -9,7 +9,7 @@ import (
 
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // DecodeSecretKey decodes a base64 gossip key (standard encoding, as
@@ -187,7 +187,7 @@ func (c *Config) Validate() error {
 			add(tbl, "gossip.allowedBrokers", "%v", err)
 		}
 		if g.AdvertiseBrokerURI != "" {
-			if _, err := stomp.ParseURI(g.AdvertiseBrokerURI); err != nil {
+			if _, err := endpoint.Parse(g.AdvertiseBrokerURI); err != nil {
 				add(tbl, "gossip.advertiseBrokerURI", "%v", err)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Peer is one discovered remote broker to bridge to. The bridge for a peer dials
@@ -24,7 +24,7 @@ type Peer struct {
 	Key string
 	// URIs are the broker URIs to dial, in order: masterslave gives all of its
 	// URIs, static and gossip give one.
-	URIs []stomp.URI
+	URIs []transport.URI
 	// BrokerID is the remote broker's id when discovery knows it (gossip
 	// metadata), else "".
 	BrokerID string

@@ -21,7 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/internal/backoff"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // DefaultGossipPort is memberlist's default port, used when BindAddr is empty.
@@ -89,8 +89,8 @@ type LocalBroker struct {
 	BrokerID string
 	// BrokerName is the broker's name, if known.
 	BrokerName string
-	// Protocol is how to talk to the broker; "" means ProtocolSTOMP, the only one
-	// this version bridges. Members advertising another protocol are skipped.
+	// Protocol is how to talk to the broker: "" or the URI's protocol
+	// ("stomp", "amqp", "openwire"); the URI's scheme decides.
 	Protocol string
 }
 
@@ -231,16 +231,12 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	}
 
 	local := cfg.Local
-	if local.Protocol == "" {
-		local.Protocol = ProtocolSTOMP
-	}
-	if local.Protocol != ProtocolSTOMP {
-		problem("local broker protocol %q is not supported (want %q)", local.Protocol, ProtocolSTOMP)
-	}
 	if local.URI == "" {
 		problem("local broker URI is empty; members advertise the broker others should bridge to")
-	} else if _, err := stomp.ParseURI(local.URI); err != nil {
+	} else if u, err := endpoint.Parse(local.URI); err != nil {
 		problem("local broker: %v", err)
+	} else if local.Protocol != "" && local.Protocol != u.Protocol() {
+		problem("local broker protocol %q does not match its URI %s (%s)", local.Protocol, u, u.Protocol())
 	}
 	if a.meta, err = encodeMeta(local); err != nil {
 		errs = append(errs, fmt.Errorf("gossip: %w", err))

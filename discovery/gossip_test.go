@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 func TestMain(m *testing.M) {
@@ -492,7 +494,7 @@ func TestGossipMetadataAtTheLimitWorks(t *testing.T) {
 	a := startMember(t, "a", nil)
 	b := startMember(t, "b", []string{a.addr()}, withLocal(local))
 	waitFor(t, 5*time.Second, "a to see b", func() bool { return a.sees("b") && b.sees("a") })
-	if got := a.agent.Members()[0].URIs[0].VHost; len(got) != MetaMaxSize-len(base)-len("?vhost=") {
+	if got := a.agent.Members()[0].URIs[0].(stomp.URI).VHost; len(got) != MetaMaxSize-len(base)-len("?vhost=") {
 		t.Errorf("vhost is %d bytes", len(got))
 	}
 
@@ -647,14 +649,14 @@ func TestGossipSkipsMembersWithBadMetadata(t *testing.T) {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			p, ok := a.peers["good"]
-			return ok && p.URIs[0].Port == 2
+			return ok && portOf(p.URIs[0]) == 2
 		})
-		if ps := a.agent.Members(); len(ps) != 1 || ps[0].URIs[0].Port != 2 {
+		if ps := a.agent.Members(); len(ps) != 1 || portOf(ps[0].URIs[0]) != 2 {
 			t.Errorf("Members() = %+v", ps)
 		}
 		evs := a.eventsCopy()
 		n := len(evs)
-		if n != 3 || evs[1].Kind != PeerRemoved || evs[1].Peer.URIs[0].Port != 1 || evs[2].Kind != PeerAdded || evs[2].Peer.URIs[0].Port != 2 {
+		if n != 3 || evs[1].Kind != PeerRemoved || portOf(evs[1].Peer.URIs[0]) != 1 || evs[2].Kind != PeerAdded || portOf(evs[2].Peer.URIs[0]) != 2 {
 			t.Errorf("events = %+v", evs)
 		}
 	})

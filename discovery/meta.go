@@ -10,7 +10,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // MetaMaxSize is memberlist's limit on node metadata. memberlist panics when a
@@ -18,9 +19,20 @@ import (
 // NewGossip checks the encoded LocalBroker against it first.
 const MetaMaxSize = memberlist.MetaMaxSize
 
-// ProtocolSTOMP is the LocalBroker.Protocol this version bridges; it is also the
-// default for an empty Protocol.
+// ProtocolSTOMP is the default for an empty LocalBroker.Protocol. Members
+// advertise a broker of another protocol (transport.URI's Protocol: "amqp",
+// "openwire") with its name, so that members of versions that bridged STOMP
+// only skip it with a clear error instead of misreading the URI.
 const ProtocolSTOMP = "stomp"
+
+// advertisedProtocol is the protocol field for u: "" for STOMP (what every
+// version reads), else u's protocol.
+func advertisedProtocol(u transport.URI) string {
+	if u.Protocol() == ProtocolSTOMP {
+		return ""
+	}
+	return u.Protocol()
+}
 
 // brokerMeta is the node metadata every brokernet member gossips: LocalBroker
 // with short keys, since memberlist allows only MetaMaxSize bytes. Unknown keys
@@ -48,8 +60,9 @@ func (e metaSizeError) Is(target error) bool { return target == ErrMetaTooLarge 
 // encodeMeta encodes b, refusing anything memberlist would panic on. The URI
 // goes out without credentials or local file names (publicURI).
 func encodeMeta(b LocalBroker) ([]byte, error) {
-	if u, err := stomp.ParseRemoteURI(b.URI); err == nil {
+	if u, err := endpoint.ParseRemote(b.URI); err == nil {
 		b.URI = publicURI(u).WithSecrets()
+		b.Protocol = advertisedProtocol(u)
 	}
 	meta, err := json.Marshal(brokerMeta{URI: b.URI, BrokerID: b.BrokerID, BrokerName: b.BrokerName, Protocol: b.Protocol})
 	if err != nil {
@@ -68,20 +81,20 @@ func decodeMeta(name string, meta []byte) (Peer, error) {
 	if err := json.Unmarshal(meta, &m); err != nil {
 		return Peer{}, fmt.Errorf("malformed broker metadata %q: %w", trimMeta(meta), err)
 	}
-	if m.Protocol != "" && m.Protocol != ProtocolSTOMP {
-		return Peer{}, fmt.Errorf("advertised protocol %q is not supported (want %q)", trimMeta([]byte(m.Protocol)), ProtocolSTOMP)
-	}
 	if m.URI == "" {
 		return Peer{}, errors.New("broker metadata has no URI")
 	}
-	u, err := stomp.ParseRemoteURI(m.URI)
+	u, err := endpoint.ParseRemote(m.URI)
 	if err != nil {
 		return Peer{}, fmt.Errorf("advertised URI: %w", err)
+	}
+	if m.Protocol != "" && m.Protocol != u.Protocol() {
+		return Peer{}, fmt.Errorf("advertised protocol %q does not match its URI %s (%s)", trimMeta([]byte(m.Protocol)), u, u.Protocol())
 	}
 	// What an older member may still advertise is ignored: credentials and
 	// files come from the local configuration.
 	u = publicURI(u)
-	return Peer{Key: name, URIs: []stomp.URI{u}, BrokerID: m.BrokerID, BrokerName: m.BrokerName}, nil
+	return Peer{Key: name, URIs: []transport.URI{u}, BrokerID: m.BrokerID, BrokerName: m.BrokerName}, nil
 }
 
 // userinfo matches the credentials of a URI-looking string.

@@ -23,7 +23,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		t.Fatalf("peer = %+v", p)
 	}
 	// Credentials never travel: peers use their own.
-	if u := p.URIs[0]; u.Addr() != "10.0.0.1:61613" || u.Login != "" || u.Passcode != "" || strings.Contains(string(meta), "pw") {
+	if u := p.URIs[0]; u.Addr() != "10.0.0.1:61613" || u.HasPassword() || u.WithSecrets() != "stomp://10.0.0.1:61613" || strings.Contains(string(meta), "pw") {
 		t.Errorf("URI = %+v, meta %s", u, meta)
 	}
 }
@@ -46,7 +46,8 @@ func TestDecodeMetaRejects(t *testing.T) {
 		{"empty", "", "malformed broker metadata"},
 		{"no URI", `{"id":"x"}`, "no URI"},
 		{"an unparsable URI", `{"u":"http://h:1"}`, "unsupported scheme"},
-		{"another protocol", `{"u":"tcp://h:5672","p":"amqp"}`, `protocol "amqp" is not supported`},
+		{"a protocol its URI contradicts", `{"u":"tcp://h:5672","p":"amqp"}`, `protocol "amqp" does not match its URI tcp://h:5672 (openwire)`},
+		{"an unknown protocol", `{"u":"stomp://h:1","p":"mqtt"}`, `protocol "mqtt" does not match`},
 		{"a wrong type", `{"u":5}`, "malformed broker metadata"},
 	}
 	for _, tt := range tests {
@@ -56,6 +57,34 @@ func TestDecodeMetaRejects(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestMetaRoundTripsEveryProtocol: AMQP and OpenWire brokers are advertised
+// and learnt like STOMP ones, without credentials, client ids or local files.
+func TestMetaRoundTripsEveryProtocol(t *testing.T) {
+	for _, tc := range []struct{ in, protocol, want string }{
+		{"amqps://u:pw@10.0.0.1:5671?vhost=v&containerId=c&ca=/etc/ca.pem&management=http://evil:1", "amqp", "amqps://10.0.0.1:5671?vhost=v"},
+		{"tcp://u:pw@10.0.0.2:61616?clientId=c", "openwire", "tcp://10.0.0.2:61616"},
+		{"ssl://u:pw@10.0.0.3?ca=/etc/ca.pem&serverName=b", "openwire", "ssl://10.0.0.3:61617?serverName=b"},
+		{"stomp://u:pw@10.0.0.4:61613", "stomp", "stomp://10.0.0.4:61613"},
+	} {
+		meta, err := encodeMeta(LocalBroker{URI: tc.in, BrokerID: "ID:x"})
+		if err != nil {
+			t.Fatalf("encodeMeta(%s): %v", tc.in, err)
+		}
+		for _, secret := range []string{"pw", "/etc/ca.pem", "clientId", "containerId", "evil"} {
+			if strings.Contains(string(meta), secret) {
+				t.Errorf("metadata of %s holds %q: %s", tc.in, secret, meta)
+			}
+		}
+		p, err := decodeMeta("n", meta)
+		if err != nil {
+			t.Fatalf("decodeMeta(%s): %v", meta, err)
+		}
+		if u := p.URIs[0]; u.Protocol() != tc.protocol || u.WithSecrets() != tc.want || p.BrokerID != "ID:x" {
+			t.Errorf("%s came back as %s %q, want %s %q", tc.in, u.Protocol(), u.WithSecrets(), tc.protocol, tc.want)
+		}
 	}
 }
 
@@ -98,7 +127,7 @@ func FuzzDecodeMeta(f *testing.F) {
 			}
 			return
 		}
-		if p.Key != "n" || len(p.URIs) != 1 || p.URIs[0].Host == "" {
+		if p.Key != "n" || len(p.URIs) != 1 || p.URIs[0].Hostname() == "" {
 			t.Fatalf("decodeMeta(%q) = %+v", meta, p)
 		}
 		_ = trimMeta(meta)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // MasterSlaveKey is the Key of the single peer a masterslave agent reports.
@@ -22,7 +22,7 @@ var _ Agent = (*fixedAgent)(nil)
 // keyed by the URI with its passcode redacted (a URI listed twice gets "#2"
 // appended). It never removes a peer: as with ActiveMQ's static: discovery, each
 // bridge reconnects to its broker on its own and the agent does not probe.
-func NewStatic(uris []stomp.URI) Agent {
+func NewStatic(uris []transport.URI) Agent {
 	a := &fixedAgent{}
 	seen := make(map[string]int)
 	for _, u := range uris {
@@ -31,7 +31,7 @@ func NewStatic(uris []stomp.URI) Agent {
 		if n := seen[key]; n > 1 {
 			key = fmt.Sprintf("%s#%d", key, n)
 		}
-		a.peers = append(a.peers, Peer{Key: key, URIs: []stomp.URI{u}})
+		a.peers = append(a.peers, Peer{Key: key, URIs: []transport.URI{u}})
 	}
 	return a
 }
@@ -41,7 +41,7 @@ func NewStatic(uris []stomp.URI) Agent {
 // member (the master) answers at a time. The bridge dials them in order and fails
 // over, as ActiveMQ's masterslave: discovery does; the agent never reports two
 // peers.
-func NewMasterSlave(uris []stomp.URI) Agent {
+func NewMasterSlave(uris []transport.URI) Agent {
 	return &fixedAgent{peers: []Peer{{Key: MasterSlaveKey, URIs: slices.Clone(uris)}}}
 }
 

@@ -8,12 +8,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
-func mustURIs(t *testing.T, ss ...string) []stomp.URI {
+func mustURIs(t *testing.T, ss ...string) []transport.URI {
 	t.Helper()
-	var us []stomp.URI
+	var us []transport.URI
 	for _, s := range ss {
 		u, err := stomp.ParseURI(s)
 		if err != nil {
@@ -73,7 +74,7 @@ func TestStaticReportsEachURIOnce(t *testing.T) {
 			t.Errorf("event %d URIs = %v, want [%v]", i, ev.Peer.URIs, uris[i])
 		}
 	}
-	if evs[1].Peer.URIs[0].Passcode != "secret" {
+	if func() bool { _, p := credentialsOf(evs[1].Peer.URIs[0]); return p != "secret" }() {
 		t.Error("the peer URI lost its passcode; the bridge needs it to log in")
 	}
 }
@@ -117,7 +118,7 @@ func TestNewPicksTheAgentBySpec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if evs := runFixed(t, a, 2); evs[1].Peer.URIs[0].Host != "b" {
+		if evs := runFixed(t, a, 2); evs[1].Peer.URIs[0].Hostname() != "b" {
 			t.Errorf("second peer = %+v", evs[1].Peer)
 		}
 	})

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // ErrInsecureGossip is matched (errors.Is) by NewGossip's error when gossip would
@@ -73,11 +73,11 @@ func ParseAllowList(entries []string) (AllowList, error) {
 func (a AllowList) Empty() bool { return len(a.names) == 0 && len(a.prefixes) == 0 }
 
 // Allows reports whether u's host is on the list.
-func (a AllowList) Allows(u stomp.URI) bool {
+func (a AllowList) Allows(u transport.URI) bool {
 	if a.Empty() {
 		return true
 	}
-	if ip, err := netip.ParseAddr(u.Host); err == nil {
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
 		ip = ip.Unmap()
 		for _, p := range a.prefixes {
 			if p.Contains(ip) {
@@ -86,7 +86,7 @@ func (a AllowList) Allows(u stomp.URI) bool {
 		}
 		return false
 	}
-	host := strings.ToLower(strings.TrimSuffix(u.Host, "."))
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 	for _, n := range a.names {
 		if n == host {
 			return true
@@ -96,19 +96,11 @@ func (a AllowList) Allows(u stomp.URI) bool {
 }
 
 // publicURI is what a member may learn of a broker URI: where it is and how to
-// verify it, never how to log in or which local files to use. Peers bring their
-// own credentials and TLS files from their local configuration, as ActiveMQ's
-// networkConnector userName/password apply to every discovered broker.
-func publicURI(u stomp.URI) stomp.URI {
-	u.Login, u.Passcode = "", ""
-	u.CAFile, u.CertFile, u.KeyFile = "", "", ""
-	u.ClientID = ""
-	// The management API is where a RabbitMQ broker's id is asked, with the
-	// broker credentials: only the advertised broker's own host (the default)
-	// may get them.
-	u.Management = ""
-	return u
-}
+// verify it, never how to log in or which local files to use (transport.URI's
+// Public). Peers bring their own credentials and TLS files from their local
+// configuration, as ActiveMQ's networkConnector userName/password apply to
+// every discovered broker.
+func publicURI(u transport.URI) transport.URI { return u.Public() }
 
 // isLoopbackHost reports whether host is a loopback IP.
 func isLoopbackHost(host string) bool {

@@ -5,7 +5,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // Kind names a discovery agent.
@@ -36,7 +38,7 @@ func (k Kind) String() string {
 
 // Spec is a parsed discovery URI.
 //
-//	stomp://host:port                        one static peer
+//	stomp://host:port                        one static peer (or amqp://, tcp://, ...: any broker URI)
 //	static:(stomp://a:61613,stomp://b:61613) one peer per URI, each reconnecting on its own
 //	masterslave:(stomp://m:61613,stomp://s:61613) one logical peer, the first URI that answers
 //	gossip:                                  peers found by gossip (configured separately)
@@ -45,7 +47,7 @@ type Spec struct {
 	Kind Kind
 	// URIs are the brokers of a static or masterslave spec, in the order given;
 	// gossip specs have none.
-	URIs []stomp.URI
+	URIs []transport.URI
 }
 
 // ParseURI parses a discovery URI. Errors name the part at fault; passcodes in
@@ -55,7 +57,7 @@ func ParseURI(s string) (Spec, error) {
 	s = strings.TrimSpace(s)
 	scheme, rest, ok := strings.Cut(s, ":")
 	if !ok {
-		return Spec{}, fmt.Errorf("discovery URI %q: missing scheme (want static:(...), masterslave:(...), gossip: or stomp://...)", stomp.Redact(s))
+		return Spec{}, fmt.Errorf("discovery URI %q: missing scheme (want static:(...), masterslave:(...), gossip: or a broker URI such as stomp://, amqp:// or tcp://)", uriredact.Redact(s))
 	}
 	switch scheme {
 	case "static", "masterslave":
@@ -72,7 +74,7 @@ func ParseURI(s string) (Spec, error) {
 		}
 		spec := Spec{Kind: kind}
 		for i, part := range splitMembers(inner) {
-			u, err := stomp.ParseURI(strings.TrimSpace(part))
+			u, err := endpoint.Parse(strings.TrimSpace(part))
 			if err != nil {
 				return Spec{}, fmt.Errorf("discovery URI %s: member %d: %w", scheme, i+1, err)
 			}
@@ -90,15 +92,15 @@ func ParseURI(s string) (Spec, error) {
 		return spec, nil
 	case "gossip":
 		if r := strings.TrimPrefix(rest, "//"); r != "" {
-			return Spec{}, fmt.Errorf("discovery URI %q: gossip takes no address here; configure it in the gossip settings", stomp.Redact(s))
+			return Spec{}, fmt.Errorf("discovery URI %q: gossip takes no address here; configure it in the gossip settings", uriredact.Redact(s))
 		}
 		return Spec{Kind: Gossip}, nil
 	default:
-		u, err := stomp.ParseURI(s)
+		u, err := endpoint.Parse(s)
 		if err != nil {
 			return Spec{}, err
 		}
-		return Spec{Kind: Static, URIs: []stomp.URI{u}}, nil
+		return Spec{Kind: Static, URIs: []transport.URI{u}}, nil
 	}
 }
 

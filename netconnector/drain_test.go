@@ -13,6 +13,7 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -39,7 +40,7 @@ func testPeer(t *testing.T, port int) discovery.Peer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return discovery.Peer{Key: u.String(), URIs: []stomp.URI{u}}
+	return discovery.Peer{Key: u.String(), URIs: []transport.URI{u}}
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -65,7 +66,7 @@ func TestSlowDrainDoesNotBlockDiscovery(t *testing.T) {
 	}
 	nc := config.DefaultConnector()
 	nc.Name = "drain-test"
-	c, err := New(nc, config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{local}}}, agent, zerolog.Nop())
+	c, err := New(nc, config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{local}}}, agent, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestSlowDrainDoesNotBlockDiscovery(t *testing.T) {
 func TestStopWaitsForEarlierDrains(t *testing.T) {
 	agent := &scriptedAgent{in: make(chan discovery.Event)}
 	local, _ := stomp.ParseURI("stomp://127.0.0.1:1")
-	c, err := New(config.DefaultConnector(), config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{local}}}, agent, zerolog.Nop())
+	c, err := New(config.DefaultConnector(), config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{local}}}, agent, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +173,10 @@ func TestStopWaitsForEarlierDrains(t *testing.T) {
 func TestReloadFailureIsNotReportedAsRestart(t *testing.T) {
 	local, _ := stomp.ParseURI("stomp://127.0.0.1:1")
 	peer, _ := stomp.ParseURI("stomp://127.0.0.1:2")
-	broker := config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{local}}}
+	broker := config.Broker{Name: "local", ID: "L", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{local}}}
 	nc := config.DefaultConnector()
 	nc.Name, nc.Broker = "one", "local"
-	nc.URI = discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{peer}}
+	nc.URI = discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{peer}}
 	ctx, cancel := context.WithCancel(context.Background())
 	fed := NewFederation(ctx, zerolog.Nop())
 	defer func() { cancel(); fed.Wait() }()

@@ -19,7 +19,6 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // Connector is one running NetworkConnector.
@@ -81,9 +80,7 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 		if adv == "" && len(local.URI.URIs) > 0 {
 			// The gossip agent drops credentials before advertising; drop them
 			// here already so no passcode is ever handed to it.
-			u := local.URI.URIs[0]
-			u.Login, u.Passcode = "", ""
-			adv = u.WithSecrets()
+			adv = local.URI.URIs[0].Public().WithSecrets()
 		}
 		allowed, err := discovery.ParseAllowList(cfg.Gossip.AllowedBrokers)
 		if err != nil {
@@ -275,26 +272,22 @@ func (c *Connector) Bridges(key string) []*bridge.Bridge {
 // LOCAL → peer, and with duplex also peer → LOCAL.
 func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 	cfg := c.cfg
-	withPolicy := func(us []stomp.URI) []stomp.URI {
-		out := make([]stomp.URI, len(us))
+	withDefaults := func(us []transport.URI, d transport.Defaults) []transport.URI {
+		out := make([]transport.URI, len(us))
 		for i, u := range us {
-			u.Reconnect = cfg.Reconnect
-			out[i] = u
+			out[i] = u.WithDefaults(d)
 		}
 		return out
 	}
-	local := withPolicy(c.local.URI.URIs)
-	remote := withPolicy(p.URIs)
-	// Discovered brokers log in with the connector's credentials unless their
-	// URI has its own (gossip never carries any).
-	for i := range remote {
-		if remote[i].Login == "" && cfg.UserName != "" {
-			remote[i].Login, remote[i].Passcode = cfg.UserName, cfg.Password
-		}
-		if remote[i].TLS && remote[i].CAFile == "" && remote[i].CertFile == "" {
-			remote[i].CAFile, remote[i].CertFile, remote[i].KeyFile = cfg.CAFile, cfg.CertFile, cfg.KeyFile
-		}
-	}
+	// The connector's back-off applies to both sides. Discovered brokers log in
+	// with the connector's credentials and TLS files unless their URI has its
+	// own (gossip never carries any).
+	local := withDefaults(c.local.URI.URIs, transport.Defaults{Reconnect: cfg.Reconnect})
+	remote := withDefaults(p.URIs, transport.Defaults{
+		User: cfg.UserName, Password: cfg.Password,
+		CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
+		Reconnect: cfg.Reconnect,
+	})
 	// An id discovery advertised is checked against what the broker reports;
 	// only a configured remoteId overrides what the broker says.
 	remoteID, expectID := cfg.RemoteID, ""
@@ -342,12 +335,13 @@ func DemandOptions(cfg config.NetworkConnector) demand.Options {
 	}
 }
 
-func sameURIs(a, b []stomp.URI) bool {
+// sameURIs reports whether two URI lists dial the same brokers the same way.
+func sameURIs(a, b []transport.URI) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if a[i].WithSecrets() != b[i].WithSecrets() {
 			return false
 		}
 	}

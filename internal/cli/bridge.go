@@ -12,7 +12,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 const bridgeUsage = `Usage: brokernet bridge [flags] LOCAL REMOTE
@@ -21,10 +21,12 @@ Forwards messages sent to LOCAL to REMOTE while a consumer on REMOTE demands the
 Flags may come before or after the URIs. REMOTE may also be a discovery URI:
   static:(URI,URI,...)       a bridge to each broker, each reconnecting on its own
   masterslave:(URI,URI,...)  one broker pair: the first URI that answers, failing over
-Broker URIs:
+Broker URIs (LOCAL and REMOTE may use different protocols):
   stomp://[user:pass@]host:port[?vhost=/&initialReconnectDelay=1000&maxReconnectDelay=30000&backOffMultiplier=2]
   stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA, ?cert=FILE&key=FILE for a
                      client certificate, ?serverName=NAME to verify another name)
+  amqp://[user:pass@]host[:5672][?vhost=NAME], amqps://...   AMQP 1.0 (RabbitMQ)
+  tcp://[user:pass@]host[:61616], ssl://host[:61617][?ca=FILE]  OpenWire (ActiveMQ)
 Credentials without argv: --broker-user and --broker-password-file, or the
 environment variables BROKERNET_BROKER_USER and BROKERNET_BROKER_PASSWORD, apply to
 every URI that carries no passcode.
@@ -88,7 +90,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 2 {
 		return usagef("want LOCAL and REMOTE broker URIs, got %d argument(s)", len(pos))
 	}
-	local, err := stomp.ParseURI(pos[0])
+	local, err := endpoint.Parse(pos[0])
 	if err != nil {
 		return usagef("LOCAL: %v", err)
 	}
@@ -124,12 +126,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 
 	// static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one
 	// logical broker reached through whichever of its URIs answers.
-	var groups [][]stomp.URI
+	var groups [][]transport.URI
 	if remotes.Kind == discovery.MasterSlave {
-		groups = [][]stomp.URI{remotes.URIs}
+		groups = [][]transport.URI{remotes.URIs}
 	} else {
 		for _, u := range remotes.URIs {
-			groups = append(groups, []stomp.URI{u})
+			groups = append(groups, []transport.URI{u})
 		}
 	}
 	var cfgs []bridge.Config

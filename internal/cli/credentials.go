@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/brokernet/brokernet/config"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Environment variables that hold broker credentials, so that no password
@@ -48,15 +48,8 @@ func (c *credentialFlags) resolve() (user, password, warn string, err error) {
 	return user, password, warn, nil
 }
 
-// apply gives u the credentials when it carries no passcode of its own; a
-// login in u wins over user.
-func applyCredentials(u stomp.URI, user, password string) stomp.URI {
-	if u.Passcode != "" || user == "" && password == "" {
-		return u
-	}
-	if u.Login == "" {
-		u.Login = user
-	}
-	u.Passcode = password
-	return u
+// applyCredentials gives u the credentials when it carries no passcode of its
+// own; a login in u wins over user.
+func applyCredentials(u transport.URI, user, password string) transport.URI {
+	return u.WithDefaults(transport.Defaults{User: user, Password: password})
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/tlsconf"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 const sidecarUsage = `Usage: brokernet sidecar --broker URI --gossip-bind HOST:PORT [--join HOST:PORT ...] [flags]
@@ -36,8 +38,8 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	fs.Var(&allowed, "allowed-brokers", "brokers members may advertise: host names, IPs, CIDRs (repeatable; default any)")
 	var creds credentialFlags
 	creds.register(fs)
-	peerCA := fs.String("broker-ca", "", "PEM roots for stomp+ssl peers (gossip never carries file names)")
-	peerCert := fs.String("broker-cert", "", "PEM client certificate for stomp+ssl peers (with --broker-key)")
+	peerCA := fs.String("broker-ca", "", "PEM roots for TLS peers (stomp+ssl, amqps, ssl) (gossip never carries file names)")
+	peerCert := fs.String("broker-cert", "", "PEM client certificate for stomp+ssl and amqps peers (with --broker-key)")
 	peerKey := fs.String("broker-key", "", "PEM key of --broker-cert")
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
@@ -53,12 +55,12 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("unexpected argument %q", stomp.Redact(pos[0]))
+		return usagef("unexpected argument %q", uriredact.Redact(pos[0]))
 	}
 	if *brokerURI == "" {
 		return usagef("--broker is required")
 	}
-	u, err := stomp.ParseURI(*brokerURI)
+	u, err := endpoint.Parse(*brokerURI)
 	if err != nil {
 		return usagef("--broker: %v", err)
 	}
@@ -68,7 +70,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	}
 	u = applyCredentials(u, user, password)
 	if *advBroker != "" {
-		if _, err := stomp.ParseURI(*advBroker); err != nil {
+		if _, err := endpoint.Parse(*advBroker); err != nil {
 			return usagef("--advertise-broker: %v", err)
 		}
 	}
@@ -107,7 +109,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	cfg := config.Default()
 	cfg.Log = config.Log{Level: *logLevel, Format: *logFormat}
 	cfg.Admin.Listen = *adminListen
-	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{u}}, ID: *brokerID}}
+	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{u}}, ID: *brokerID}}
 	cfg.Connectors = []config.NetworkConnector{nc}
 	if err := cfg.Validate(); err != nil {
 		return usagef("%v", err)
