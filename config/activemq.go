@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brokernet/brokernet/transport/openwire"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -123,9 +124,9 @@ type importedConnector struct {
 //
 // The [[broker]] gets localBrokerURI; when that is empty it is
 // stomp://127.0.0.1 with the port of the XML's own STOMP transportConnector
-// (61613 if there is none). OpenWire member URIs (tcp://host:61616) become
-// stomp://host:PORT with the same port, since remote brokers are assumed to be
-// configured alike. userName/password (or remoteUserName/remotePassword)
+// (61613 if there is none). OpenWire member URIs (tcp://host:61616, ssl://)
+// stay OpenWire on the same port, so JMS messages keep their typed properties
+// between the brokers. userName/password (or remoteUserName/remotePassword)
 // move into the member URIs. multicast:// discovery becomes gossip:, which
 // needs seed members filled in.
 //
@@ -334,7 +335,7 @@ func (im *importer) connector(n *xmlNode) *importedConnector {
 			warn("credentials use property placeholders, which are not expanded; put them into the uri by hand")
 		} else {
 			userinfo = url.UserPassword(user, pass)
-			warn("userName/password are now in the member URIs (stomp://user:***@host), so the config file holds credentials: keep it private (chmod 600)")
+			warn("userName/password are now in the member URIs (tcp://user:***@host), so the config file holds credentials: keep it private (chmod 600)")
 			if creds["remoteUserName"] == "" {
 				warn("ActiveMQ used these credentials for the local broker too; add them to the [[broker]] uri if it needs them")
 			}
@@ -474,26 +475,20 @@ func (im *importer) uri(c *importedConnector, raw string, userinfo *url.Userinfo
 		members = []string{raw}
 	}
 
-	var out, mapped []string
+	var out, renamed []string
 	for _, m := range members {
-		s, from, ok := im.member(m, userinfo, warn)
+		s, r, ok := im.member(m, userinfo, warn)
 		if !ok {
 			c.values["uri"] = tomlQuote(raw)
 			return
 		}
 		out = append(out, s)
-		if from != "" {
-			mapped = append(mapped, from)
+		if r != "" {
+			renamed = append(renamed, r)
 		}
 	}
-	if len(mapped) > 0 {
-		src := im.stompSource
-		if src == "" {
-			src = "assumed: ActiveMQ's default, as the XML has no STOMP transportConnector"
-		} else {
-			src = "as on " + src
-		}
-		warn("OpenWire member URIs now use STOMP: %s; STOMP port %d %s; check the remote brokers' STOMP ports", strings.Join(mapped, ", "), im.stompPort, src)
+	if len(renamed) > 0 {
+		warn("member URIs written in brokernet's OpenWire schemes (same protocol and port): %s", strings.Join(renamed, ", "))
 	}
 	if kind == "masterslave" && len(out) < 2 {
 		kind = "static"
@@ -502,44 +497,67 @@ func (im *importer) uri(c *importedConnector, raw string, userinfo *url.Userinfo
 	im.discoveryOptions(c, query, warn)
 }
 
-// member translates one member URI to STOMP. from is "tcp://h:61616 → stomp://h:61613"
-// (without credentials) when an OpenWire URI was mapped.
-func (im *importer) member(m string, userinfo *url.Userinfo, warn func(string, ...any)) (s, from string, ok bool) {
+// member translates one member URI. OpenWire members (tcp://, ssl://, and
+// ActiveMQ's nio/auto variants of them) stay OpenWire, brokernet's own
+// transport for them, on the same port; STOMP members stay STOMP. Transport
+// options the OpenWire URI takes (wireFormat.*, clientId, ...) are kept, the
+// others dropped with a warning. renamed is "nio://h:1 → tcp://h:1" (without
+// credentials) when the scheme changed.
+func (im *importer) member(m string, userinfo *url.Userinfo, warn func(string, ...any)) (s, renamed string, ok bool) {
 	shown := shorten(redactString(m))
 	u, err := url.Parse(strings.TrimSpace(m))
 	if err != nil || u.Host == "" {
 		warn("member uri %q cannot be read; write the uri by hand", shown)
 		return "", "", false
 	}
-	openwire := true
 	scheme := strings.ToLower(u.Scheme)
+	isOpenWire := true
 	switch scheme {
 	case "tcp", "nio", "auto", "auto+nio":
-		u.Scheme = "stomp"
+		u.Scheme = "tcp"
 	case "ssl", "nio+ssl", "auto+ssl", "auto+nio+ssl":
-		u.Scheme = "stomp+ssl"
+		u.Scheme = "ssl"
 	case "stomp", "stomp+nio":
-		u.Scheme, openwire = "stomp", false
+		u.Scheme, isOpenWire = "stomp", false
 	case "stomp+ssl", "stomp+nio+ssl":
-		u.Scheme, openwire = "stomp+ssl", false
+		u.Scheme, isOpenWire = "stomp+ssl", false
 	default:
-		warn("member uri %q: transport %q cannot be bridged over STOMP; write the uri by hand", shown, u.Scheme)
+		warn("member uri %q: transport %q cannot be bridged (brokernet speaks OpenWire tcp:// and ssl://, STOMP and AMQP 1.0); write the uri by hand", shown, u.Scheme)
 		return "", "", false
 	}
 	if u.RawQuery != "" {
-		warn("member %s: transport options %q dropped", u.Host, u.RawQuery)
-		u.RawQuery = ""
+		kept, dropped := url.Values{}, []string{}
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil || !isOpenWire {
+			dropped = append(dropped, u.RawQuery)
+		} else {
+			keys := make([]string, 0, len(q))
+			for k := range q {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				one := url.Values{k: {q.Get(k)}}
+				if _, err := openwire.ParseURI(u.Scheme + "://h?" + one.Encode()); err == nil {
+					kept.Set(k, q.Get(k))
+				} else {
+					dropped = append(dropped, k+"="+q.Get(k))
+				}
+			}
+		}
+		if len(dropped) > 0 {
+			warn("member %s: transport options %q dropped", u.Host, strings.Join(dropped, "&"))
+		}
+		u.RawQuery = kept.Encode()
 	}
-	orig := u.Host
-	if openwire {
-		u.Host = hostWithPort(u.Hostname(), im.stompPort)
-		from = fmt.Sprintf("%s://%s → %s://%s", scheme, orig, u.Scheme, u.Host)
+	if scheme != u.Scheme {
+		renamed = fmt.Sprintf("%s://%s → %s://%s", scheme, u.Host, u.Scheme, u.Host)
 	}
 	if u.User == nil {
 		u.User = userinfo
 	}
 	u.Path, u.Fragment = "", ""
-	return u.String(), from, true
+	return u.String(), renamed, true
 }
 
 // hostWithPort joins host and port, bracketing IPv6 addresses.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/openwire"
 )
 
 func TestImportActiveMQRoundTrip(t *testing.T) {
@@ -41,8 +41,8 @@ func TestImportActiveMQRoundTrip(t *testing.T) {
 		t.Errorf("to-dc2: %+v", a)
 	}
 	for i, host := range []string{"dc2-a.example", "dc2-b.example"} {
-		u := a.URI.URIs[i].(stomp.URI)
-		if u.Host != host || u.Port != 61614 || u.TLS || u.Login != "bridge" || u.Passcode != "s3cret&more" {
+		u := a.URI.URIs[i].(openwire.URI)
+		if u.Host != host || u.Port != 61616 || u.TLS || u.User != "bridge" || u.Password != "s3cret&more" {
 			t.Errorf("to-dc2 member %d = %+v", i, u)
 		}
 	}
@@ -72,7 +72,7 @@ func TestImportActiveMQRoundTrip(t *testing.T) {
 
 	b := cfg.Connectors[1]
 	if b.Name != "to-dc3" || b.URI.Kind != discovery.MasterSlave || len(b.URI.URIs) != 2 ||
-		b.URI.URIs[0].Hostname() != "dc3-master.example" || b.URI.URIs[1].Addr() != "dc3-slave.example:61614" || b.URI.URIs[0].HasPassword() {
+		b.URI.URIs[0].Hostname() != "dc3-master.example" || b.URI.URIs[1].Addr() != "dc3-slave.example:61616" || b.URI.URIs[1].Protocol() != "openwire" || b.URI.URIs[0].HasPassword() {
 		t.Errorf("to-dc3: %+v", b)
 	}
 	if !b.Duplex || b.NetworkTTL != 2 || b.MessageTTL != 4 || b.ConsumerTTL != 2 || !b.DynamicOnly ||
@@ -84,10 +84,6 @@ func TestImportActiveMQRoundTrip(t *testing.T) {
 	for _, want := range []string{
 		`activemq.xml:29: networkConnector "to-dc2": attributes brokernet cannot map, left out: alwaysSyncSend="true", advisoryPrefetchSize="100"`,
 		`credentials`,
-		`wireFormat.maxInactivityDuration=0`,
-		`tcp://dc2-a.example:61616 → stomp://dc2-a.example:61614`,
-		`activemq.xml:57: networkConnector "to-dc3": OpenWire member URIs now use STOMP`,
-		`STOMP port 61614 as on this broker's transportConnector "stomp"`,
 		`conditionalNetworkBridgeFilterFactory`,
 	} {
 		if !strings.Contains(all, want) {
@@ -115,17 +111,16 @@ func TestImportActiveMQCases(t *testing.T) {
 		wantErr  string
 	}{
 		{
-			name:     "without a STOMP connector the port is assumed to be 61613",
+			name:     "OpenWire members stay OpenWire; without a STOMP connector the local port is 61613",
 			xml:      amq(`<networkConnectors><networkConnector uri="static:(tcp://h:61616)"/></networkConnectors>`),
-			wantTOML: []string{`name = "NC"`, `uri = "static:(stomp://h:61613)"`, `[[broker]]` + "\n" + `name = "b"` + "\n" + `uri = "stomp://127.0.0.1:61613"`},
-			wantWarn: []string{"STOMP port 61613 assumed: ActiveMQ's default", "decreaseNetworkConsumerPriority is not set"},
+			wantTOML: []string{`name = "NC"`, `uri = "static:(tcp://h:61616)"`, `[[broker]]` + "\n" + `name = "b"` + "\n" + `uri = "stomp://127.0.0.1:61613"`},
+			wantWarn: []string{"decreaseNetworkConsumerPriority is not set"},
 		},
 		{
-			name:     "an explicit local broker URI wins, and ssl maps to stomp+ssl",
+			name:     "an explicit local broker URI wins, and ssl stays OpenWire over TLS",
 			xml:      amq(`<networkConnectors><networkConnector name="x" uri="static:(ssl://h:61617)" decreaseNetworkConsumerPriority="false"/></networkConnectors><transportConnectors><transportConnector uri="auto://0.0.0.0:5671"/></transportConnectors>`),
 			local:    "stomp://10.1.1.1:61613",
-			wantTOML: []string{`uri = "stomp://10.1.1.1:61613"`, `uri = "static:(stomp+ssl://h:5671)"`},
-			wantWarn: []string{`STOMP port 5671 as on this broker's transportConnector "" (auto)`},
+			wantTOML: []string{`uri = "stomp://10.1.1.1:61613"`, `uri = "static:(ssl://h:61617)"`},
 		},
 		{
 			name:     "multicast becomes gossip with a warning",
@@ -136,13 +131,13 @@ func TestImportActiveMQCases(t *testing.T) {
 		{
 			name:     "unknown attributes and children are listed, never dropped silently",
 			xml:      amq(`<networkConnectors><networkConnector name="u" uri="static:(tcp://h:61616)" fancy="1" remotePassword="pw" remoteUserName="r" staticBridge="true"><durableDestinations><topic physicalName="t"/></durableDestinations></networkConnector></networkConnectors>`),
-			wantTOML: []string{`uri = "static:(stomp://r:pw@h:61613)"`},
+			wantTOML: []string{`uri = "static:(tcp://r:pw@h:61616)"`},
 			wantWarn: []string{`attributes brokernet cannot map, left out: fancy="1", staticBridge="true"`, "child element <durableDestinations> has no brokernet equivalent"},
 		},
 		{
 			name:     "failover inside static becomes masterslave",
 			xml:      amq(`<networkConnectors><networkConnector name="f" uri="static:(failover:(tcp://a:61616,tcp://b:61616)?randomize=false)?maxReconnectAttempts=0"/></networkConnectors>`),
-			wantTOML: []string{`uri = "masterslave:(stomp://a:61613,stomp://b:61613)"`},
+			wantTOML: []string{`uri = "masterslave:(tcp://a:61616,tcp://b:61616)"`},
 			wantWarn: []string{"became masterslave:(...)", "maxReconnectAttempts=0"},
 		},
 		{
@@ -161,6 +156,12 @@ func TestImportActiveMQCases(t *testing.T) {
 			name:     "bad values are left out with a warning",
 			xml:      amq(`<networkConnectors><networkConnector name="v" uri="static:(tcp://a:61616)" duplex="maybe" networkTTL="two" prefetchSize="${p}"/></networkConnectors>`),
 			wantWarn: []string{`duplex="maybe" is not a boolean`, `networkTTL="two" is not an integer`, `prefetchSize="${p}": property placeholders are not expanded`},
+		},
+		{
+			name:     "nio and auto members are written tcp and ssl, OpenWire options kept, others dropped",
+			xml:      amq(`<networkConnectors><networkConnector name="n" uri="static:(nio://a:61616?wireFormat.maxInactivityDuration=0&amp;soTimeout=5,auto+ssl://b:61617,stomp://c:61613?x=1)"/></networkConnectors>`),
+			wantTOML: []string{`uri = "static:(tcp://a:61616?wireFormat.maxInactivityDuration=0,ssl://b:61617,stomp://c:61613)"`},
+			wantWarn: []string{"nio://a:61616 → tcp://a:61616, auto+ssl://b:61617 → ssl://b:61617", `member a:61616: transport options "soTimeout=5" dropped`, `member c:61613: transport options "x=1" dropped`},
 		},
 		{
 			name:    "placeholders in the uri need editing",

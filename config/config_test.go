@@ -365,7 +365,7 @@ func TestParseErrors(t *testing.T) {
 				`8:3: networkConnector "g": gossip.advertise: want host:port with a host, got ":7946" (or "" to let memberlist choose)`,
 				`9:11: networkConnector "g": gossip.join[0]: bad port "x" (want 1..65535), got "10.0.0.2:x"`,
 				`9:25: networkConnector "g": gossip.join[1]: want host or host:port, got ""`,
-				`10:3: networkConnector "g": gossip.advertiseBrokerURI: broker URI "masterslave:(stomp://a:1,stomp://b:2)": unsupported scheme "masterslave" (want stomp:// or stomp+ssl://)`,
+				`10:3: networkConnector "g": gossip.advertiseBrokerURI: broker URI "masterslave:(stomp://a:1,stomp://b:2)": unsupported scheme "masterslave" (want one of stomp://, stomp+ssl:// (STOMP), amqp://, amqps:// (AMQP 1.0), tcp://, ssl:// (OpenWire))`,
 				`11:3: networkConnector "g": gossip.secretKeyFile: reading key: stat /nonexistent/key: no such file or directory`,
 				`12:3: networkConnector "g": gossip.bindd: unknown key; did you mean bind?`,
 			}},
@@ -670,7 +670,7 @@ func TestValidate(t *testing.T) {
 			`networkConnector "a": gossip.bind: want host:port, got "x"`,
 			`networkConnector "a": gossip.join[0]: bad port "b" (want 1..65535), got "a:b"`,
 			`networkConnector "a": gossip.secretKeyFile: got a 5-byte key; want 16, 24 or 32 bytes`,
-			`networkConnector "a": gossip.advertiseBrokerURI: broker URI "nope": missing scheme (want stomp://host:port or stomp+ssl://host:port)`,
+			`networkConnector "a": gossip.advertiseBrokerURI: broker URI "nope": missing scheme (want one of stomp://, stomp+ssl:// (STOMP), amqp://, amqps:// (AMQP 1.0), tcp://, ssl:// (OpenWire))`,
 		}},
 		{"duplicates", func(c *Config) {
 			c.Brokers = append(c.Brokers, c.Brokers[0])

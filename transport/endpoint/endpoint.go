@@ -4,6 +4,7 @@ package endpoint
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/brokernet/brokernet/internal/uriredact"
@@ -26,8 +27,8 @@ func Parse(s string) (transport.URI, error) { return parse(s, true) }
 func ParseRemote(s string) (transport.URI, error) { return parse(s, false) }
 
 func parse(s string, local bool) (transport.URI, error) {
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok {
+	scheme, _, ok := strings.Cut(s, ":")
+	if !ok || !validScheme.MatchString(scheme) {
 		return nil, fmt.Errorf("broker URI %q: missing scheme (want one of %s)", uriredact.Redact(s), Schemes)
 	}
 	switch strings.ToLower(scheme) {
@@ -41,13 +42,12 @@ func parse(s string, local bool) (transport.URI, error) {
 	case "tcp", "ssl":
 		return ok1(openwire.ParseURI(s))
 	}
-	shown := scheme
-	if strings.ContainsAny(shown, ":@") || len(shown) > 20 {
-		// Not a scheme but the start of something else, maybe credentials.
-		shown = "?"
-	}
-	return nil, fmt.Errorf("broker URI %q: unsupported scheme %q (want one of %s)", uriredact.Redact(s), shown, Schemes)
+	return nil, fmt.Errorf("broker URI %q: unsupported scheme %q (want one of %s)", uriredact.Redact(s), scheme, Schemes)
 }
+
+// validScheme is RFC 3986's scheme syntax: it cannot hold a ':', so a scheme
+// shown in an error never holds a passcode.
+var validScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 // ok1 turns a concrete URI and error into a transport.URI, nil on error.
 func ok1[U transport.URI](u U, err error) (transport.URI, error) {
