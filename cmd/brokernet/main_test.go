@@ -74,6 +74,16 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", []string{"bridge", "--log-level", "loud", "stomp://h:1", "stomp://h:2"}, `--log-level "loud"`},
 		{"same ids", []string{"bridge", "--local-id", "X", "--remote-id", "X", "stomp://h:1", "stomp://h:2"}, "same id"},
 		{"password never shown", []string{"bridge", "stomp://u:hunter2@h:1", "stomp://u:hunter2@h:2?nope=1"}, `unknown option "nope"`},
+		{"OpenWire password with '?' never shown", []string{"bridge", "tcp://u:2024?hunter2@h:1", "stomp://h:2"}, "ambiguous '@'"},
+		{"AMQP password never shown", []string{"bridge", "stomp://h:1", "amqp://u:hunter2@h:2?nope=1"}, `unknown option "nope"`},
+		{"an unknown scheme lists every protocol", []string{"bridge", "mqtt://h:1", "stomp://h:2"}, "want one of stomp://, stomp+ssl:// (STOMP), amqp://, amqps:// (AMQP 1.0), tcp://, ssl:// (OpenWire)"},
+		// Parsed past the URIs (only the later window check fails): every
+		// protocol is accepted as LOCAL, REMOTE and in a static: list.
+		{"AMQP and OpenWire URIs are accepted", []string{"bridge", "--window", "0", "amqp://u:hunter2@h:1", "tcp://u:hunter2@h:2"}, "--window 0"},
+		{"OpenWire LOCAL, mixed static REMOTE", []string{"bridge", "--window", "0", "ssl://h:1", "static:(amqps://h:2,tcp://h:3,stomp://h:4)"}, "--window 0"},
+		{"sidecar takes an OpenWire broker", []string{"sidecar", "--broker", "tcp://h:1", "--advertise-broker", "ssl://h.example:61617", "--gossip-timings", "x"}, `--gossip-timings "x"`},
+		{"sidecar takes an AMQP broker", []string{"sidecar", "--broker", "amqp://u:hunter2@h:1", "--gossip-timings", "x"}, `--gossip-timings "x"`},
+		{"a mixed static REMOTE is one broker each", []string{"bridge", "--remote-id", "R", "tcp://h:1", "static:(tcp://u:hunter2@a:1,amqp://b:2)"}, "REMOTE static:(tcp://u:***@a:1,amqp://b:2) has 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

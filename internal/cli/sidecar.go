@@ -25,7 +25,7 @@ Flags:
 
 func runSidecar(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("sidecar")
-	brokerURI := fs.String("broker", "", "the local broker's URI (required)")
+	brokerURI := fs.String("broker", "", "the local broker's URI: stomp://, amqp://, tcp:// (OpenWire), ... (required)")
 	brokerID := fs.String("broker-id", "", "the local broker's id (default: learnt from the broker)")
 	bind := fs.String("gossip-bind", "0.0.0.0:7946", "gossip bind address (port 0: any)")
 	advertise := fs.String("gossip-advertise", "", "gossip address other members use (default: derived)")

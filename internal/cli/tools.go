@@ -16,7 +16,8 @@ import (
 const sendUsage = `Usage: brokernet send [flags] BROKER DESTINATION
 
 Sends --count messages to DESTINATION (queue://NAME or topic://NAME) and waits until
-the broker confirmed each of them.
+the broker confirmed each of them. BROKER is a STOMP URI (stomp:// or stomp+ssl://):
+this test tool speaks STOMP only.
 
 Flags:
 `
@@ -100,7 +101,8 @@ func runSend(ctx context.Context, e *env, args []string) error {
 const receiveUsage = `Usage: brokernet receive [flags] BROKER DESTINATION
 
 Consumes from DESTINATION (queue://NAME or topic://NAME) until --count messages
-arrived or nothing arrived for --idle, and prints what it got.
+arrived or nothing arrived for --idle, and prints what it got. BROKER is a STOMP URI
+(stomp:// or stomp+ssl://): this test tool speaks STOMP only.
 
 Flags:
 `
