@@ -115,9 +115,10 @@ type NetworkConnector struct {
 	Name string
 	// Broker is the Name of the local [[broker]] it bridges from.
 	Broker string
-	// URI says how to find the remote brokers: one stomp:// URI, static:(...)
-	// (one bridge per URI), masterslave:(...) (one bridge to whichever
-	// answers) or gossip: (peers found by Gossip).
+	// URI says how to find the remote brokers: one broker URI of any
+	// protocol (stomp://, amqp://, tcp://, ...), static:(...) (one bridge per
+	// URI), masterslave:(...) (one bridge to whichever answers) or gossip:
+	// (peers found by Gossip).
 	URI discovery.Spec
 	// Duplex also forwards from the remote brokers to the local one.
 	Duplex bool
@@ -184,9 +185,10 @@ type NetworkConnector struct {
 	// credentials, so gossip peers need them here. Password is read from
 	// passwordFile; it is never logged.
 	UserName, Password string
-	// CAFile, CertFile and KeyFile are the TLS files for the stomp+ssl brokers
-	// this connector finds whose URI names none (gossip never carries file
-	// names): trusted roots, and a client certificate with its key.
+	// CAFile, CertFile and KeyFile are the TLS files for the TLS brokers
+	// (stomp+ssl, amqps; ssl takes only CAFile) this connector finds whose URI
+	// names none (gossip never carries file names): trusted roots, and a
+	// client certificate with its key.
 	CAFile, CertFile, KeyFile string
 	// Gossip configures discovery when URI.Kind is discovery.Gossip; nil
 	// otherwise.
@@ -219,7 +221,7 @@ type Gossip struct {
 	// SecretKey is the AES key (16, 24 or 32 bytes) encrypting gossip, read
 	// from secretKeyFile (base64); nil means no encryption.
 	SecretKey []byte
-	// AdvertiseBrokerURI is the local broker's stomp:// URI as other members
+	// AdvertiseBrokerURI is the local broker's URI (any protocol) as other members
 	// should dial it. Its credentials, client id and TLS file options are never
 	// gossiped: members log in with their own userName/passwordFile. Empty means
 	// the first URI of the connector's [[broker]], which netconnector fills in.

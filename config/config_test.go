@@ -335,7 +335,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing name and uri are reported at the header", brokerHeader + "\n[[networkConnector]]\nduplex = true\n",
 			[]string{
 				`4:1: networkConnector #1: name: missing: every [[networkConnector]] needs a unique name`,
-				`4:1: networkConnector #1: uri: missing: want stomp://host:port, static:(...), masterslave:(...) or gossip:`,
+				`4:1: networkConnector #1: uri: missing: want a broker URI (stomp://, amqp://, tcp://, ...), static:(...), masterslave:(...) or gossip:`,
 			}},
 		{"duplicate names", connector + "[[networkConnector]]\nname = \"a\"\nuri = \"stomp://10.0.0.3:61613\"\n",
 			[]string{`7:1: networkConnector "a": name: duplicate connector name "a" (first at line 3)`}},
@@ -350,7 +350,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad broker URIs", "[[broker]]\nuri = \"gossip:\"\n[[broker]]\nname = \"x\"\nuri = \"static:(stomp://a:1,stomp://b:2)\"\n",
 			[]string{
 				`1:1: broker #1: name: missing: with 2 [[broker]] tables, each needs a name`,
-				`2:1: broker #1: uri: want stomp://host:port or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]`,
+				`2:1: broker #1: uri: want a broker URI (stomp://, amqp://, tcp://, ...) or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]`,
 				`5:1: broker "x": uri: static:(...) with 2 URIs: a [[broker]] is one broker; use masterslave:(...) for a master/slave pair, or one [[broker]] each`,
 			}},
 		{"a connector to its own broker", brokerHeader + "[[networkConnector]]\nname = \"self\"\nuri = \"static:(stomp://10.0.0.9:61613,stomp://127.0.0.1:61613)\"\n",
@@ -372,7 +372,7 @@ func TestParseErrors(t *testing.T) {
 		{"two gossip connectors on one port", brokerHeader + "[[networkConnector]]\nname = \"g1\"\nuri = \"gossip:\"\n[networkConnector.gossip]\ninsecure = true\n[[networkConnector]]\nname = \"g2\"\nuri = \"gossip:\"\n[networkConnector.gossip]\nbind = \"10.0.0.1:7946\"\ninsecure = true\n",
 			[]string{`12:1: networkConnector "g2": gossip.bind: gossip bind 10.0.0.1:7946 clashes with connector "g1"'s 0.0.0.0:7946`}},
 		{"remoteId needs a single static URI", brokerHeader + "[[networkConnector]]\nname = \"m\"\nuri = \"masterslave:(stomp://a:61613,stomp://b:61613)\"\nremoteId = \"x\"\n",
-			[]string{`6:1: networkConnector "m": remoteId: only for a connector to one broker (stomp://... or static:(one URI)); this uri finds several`}},
+			[]string{`6:1: networkConnector "m": remoteId: only for a connector to one broker (one broker URI or static:(one URI)); this uri finds several`}},
 		{"keys in inline tables are located", "networkConnector = [{ name = \"a\", uri = \"stomp://10.0.0.2:61613\", window = -1 }]\n" + brokerHeader,
 			[]string{`1:67: networkConnector "a": window: want at least 1 unconfirmed message, got -1`}},
 		{"dotted keys are located", connector + "gossip.bind = 5\n",

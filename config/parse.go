@@ -216,14 +216,14 @@ func (d *decoder) brokers(root *table) []*brokerEntry {
 			case err != nil:
 				t.errorf("uri", "%v", err)
 			case spec.Kind == discovery.Gossip:
-				t.errorf("uri", "want stomp://host:port or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]")
+				t.errorf("uri", "want a broker URI (stomp://, amqp://, tcp://, ...) or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]")
 			case spec.Kind == discovery.Static && len(spec.URIs) != 1:
 				t.errorf("uri", "static:(...) with %d URIs: a [[broker]] is one broker; use masterslave:(...) for a master/slave pair, or one [[broker]] each", len(spec.URIs))
 			default:
 				e.b.URI, e.uri, e.uriOK = spec, s, true
 			}
 		} else if !t.has("uri") {
-			t.missingf("uri", "missing: want the local broker's stomp://host:port")
+			t.missingf("uri", "missing: want the local broker's URI (stomp://, amqp://, tcp://, ...)")
 		}
 		if s, ok := t.str("id"); ok && s != "" {
 			if why := validName(s); why != "" {
@@ -283,7 +283,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 			nc.URI, e.uriOK = spec, true
 		}
 	} else if !t.has("uri") {
-		t.missingf("uri", "missing: want stomp://host:port, static:(...), masterslave:(...) or gossip:")
+		t.missingf("uri", "missing: want a broker URI (stomp://, amqp://, tcp://, ...), static:(...), masterslave:(...) or gossip:")
 	}
 
 	t.boolean("duplex", &nc.Duplex)
@@ -351,7 +351,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 		case validName(s) != "":
 			t.errorf("remoteId", "%s", validName(s))
 		case e.uriOK && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1):
-			t.errorf("remoteId", "only for a connector to one broker (stomp://... or static:(one URI)); this uri finds several")
+			t.errorf("remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); this uri finds several")
 		default:
 			nc.RemoteID = s
 		}

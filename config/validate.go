@@ -66,7 +66,7 @@ func (c *Config) Validate() error {
 		case b.URI.Kind == discovery.Static && len(b.URI.URIs) == 1:
 		case b.URI.Kind == discovery.MasterSlave && len(b.URI.URIs) >= 2:
 		default:
-			add(tbl, "uri", "want one stomp:// URI or masterslave:(...) with at least two, got %v with %d URI(s)", b.URI.Kind, len(b.URI.URIs))
+			add(tbl, "uri", "want one broker URI or masterslave:(...) with at least two, got %v with %d URI(s)", b.URI.Kind, len(b.URI.URIs))
 		}
 		if b.ID != "" && validName(b.ID) != "" {
 			add(tbl, "id", "%s", validName(b.ID))
@@ -135,7 +135,7 @@ func (c *Config) Validate() error {
 			add(tbl, "replayDelay", "want at least 0, got %s", nc.ReplayDelay)
 		}
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
-			add(tbl, "remoteId", "only for a connector to one broker (stomp://... or static:(one URI))")
+			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI))")
 		}
 		if nc.Password != "" && nc.UserName == "" {
 			add(tbl, "passwordFile", "a password needs userName too")

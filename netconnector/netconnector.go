@@ -95,7 +95,7 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 			Join:           cfg.Gossip.Join,
 			SecretKey:      cfg.Gossip.SecretKey,
 			Timings:        GossipTimings(cfg.Gossip.Timings),
-			Local:          discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
+			Local:          discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name},
 			Log:            log,
 		}
 	}

@@ -27,8 +27,9 @@ func Parse(s string) (transport.URI, error) { return parse(s, true) }
 func ParseRemote(s string) (transport.URI, error) { return parse(s, false) }
 
 func parse(s string, local bool) (transport.URI, error) {
-	scheme, _, ok := strings.Cut(s, ":")
-	if !ok || !validScheme.MatchString(scheme) {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || !validScheme.MatchString(scheme) || rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+		// No scheme at all, or host:port.
 		return nil, fmt.Errorf("broker URI %q: missing scheme (want one of %s)", uriredact.Redact(s), Schemes)
 	}
 	switch strings.ToLower(scheme) {
