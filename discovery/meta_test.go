@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -155,5 +156,19 @@ func TestMemberlistLinesGetTheirLevel(t *testing.T) {
 		if lvl != tt.lvl || msg != tt.msg {
 			t.Errorf("parseMemberlistLine(%q) = %s %q, want %s %q", tt.line, lvl, msg, tt.lvl, tt.msg)
 		}
+	}
+}
+
+// TestGossipCarriesOpenWireAndAMQPBrokers: members advertising an OpenWire and
+// an AMQP broker are learnt with those protocols, without credentials.
+func TestGossipCarriesOpenWireAndAMQPBrokers(t *testing.T) {
+	a := startMember(t, "a", nil, withLocal(LocalBroker{URI: "tcp://u:pw@10.0.0.1:61616?clientId=c", BrokerID: "ID:a"}))
+	b := startMember(t, "b", []string{a.addr()}, withLocal(LocalBroker{URI: "amqps://u:pw@10.0.0.2?vhost=v", BrokerID: "ID:b"}))
+	waitFor(t, 5*time.Second, "a and b to see each other", func() bool { return a.sees("b") && b.sees("a") })
+	if got := a.agent.Members()[0].URIs[0].WithSecrets(); got != "amqps://10.0.0.2:5671?vhost=v" {
+		t.Errorf("a learnt b as %q", got)
+	}
+	if got := b.agent.Members()[0].URIs[0].WithSecrets(); got != "tcp://10.0.0.1:61616" {
+		t.Errorf("b learnt a as %q", got)
 	}
 }
