@@ -89,12 +89,23 @@ var ErrLoopback = errors.New("local and remote broker have the same id")
 // Stats are running totals of one bridge, safe to read at any time.
 type Stats struct {
 	Forwarded      atomic.Int64 // messages confirmed by the remote broker and acknowledged locally
+	ForwardedBytes atomic.Int64 // body bytes of the messages the remote broker confirmed
+	Duplicates     atomic.Int64 // topic copies not forwarded because another route of this bridge did
+	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
 	Advisories     atomic.Int64 // remote consumer advisories applied (counted after their changes were written)
 	BadAdvisories  atomic.Int64 // malformed advisories skipped
 	DemandSubs     atomic.Int64 // demand subscriptions the local broker confirmed
 	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed
+	InFlight       atomic.Int64 // messages in the window: forwarded, not yet acknowledged locally
+	Stuck          atomic.Int64 // messages known to wait where no consumer will take them
 	Sessions       atomic.Int64 // successful connections of both ends
-	SessionFailure atomic.Int64 // sessions ended by an error
+	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
+
+	// ForwardLatency is the time from a message's delivery by the local broker
+	// to the remote broker's confirmation of its transaction, in seconds.
+	ForwardLatency *Histogram
+	// CommitBatch is the number of messages per confirmed remote transaction.
+	CommitBatch *Histogram
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.
@@ -103,9 +114,13 @@ type Bridge struct {
 	log   zerolog.Logger
 	stats Stats
 
-	mu   sync.Mutex
-	up   bool
-	upCh chan struct{} // closed while up; replaced when down
+	mu      sync.Mutex
+	up      bool
+	upCh    chan struct{} // closed while up; replaced when down
+	since   time.Time     // when up last changed
+	lastErr string        // why the last session ended, "" if none did
+
+	demand demandView
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -117,11 +132,15 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
 		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)
 	}
-	return &Bridge{
-		cfg:  cfg,
-		log:  cfg.Log.With().Str("bridge", cfg.Name).Logger(),
-		upCh: make(chan struct{}),
-	}, nil
+	b := &Bridge{
+		cfg:   cfg,
+		log:   cfg.Log.With().Str("bridge", cfg.Name).Logger(),
+		upCh:  make(chan struct{}),
+		since: time.Now(),
+	}
+	b.stats.ForwardLatency = NewHistogram(LatencyBuckets)
+	b.stats.CommitBatch = NewHistogram(BatchBuckets)
+	return b, nil
 }
 
 // Name is the bridge's configured name.
@@ -150,6 +169,21 @@ func (b *Bridge) WaitUp(ctx context.Context) error {
 	}
 }
 
+// State reports whether the bridge is up, since when it has been in that state,
+// and why its last session ended ("" if none has).
+func (b *Bridge) State() (up bool, since time.Time, lastErr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.up, b.since, b.lastErr
+}
+
+// Window is the most messages the bridge keeps in flight.
+func (b *Bridge) Window() int { return b.cfg.Window }
+
+// Local and Remote are the configured broker addresses (host:port, no credentials).
+func (b *Bridge) Local() string  { return b.cfg.Local.Addr() }
+func (b *Bridge) Remote() string { return b.cfg.Remote.Addr() }
+
 func (b *Bridge) setUp(up bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -157,6 +191,10 @@ func (b *Bridge) setUp(up bool) {
 		return
 	}
 	b.up = up
+	b.since = time.Now()
+	if up {
+		b.lastErr = ""
+	}
 	if up {
 		close(b.upCh)
 	} else {
@@ -174,6 +212,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		s := newSession(b)
 		err := s.run(ctx)
 		b.setUp(false)
+		b.stats.InFlight.Store(0)
+		b.publishDemand(nil)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				b.log.Warn().Err(err).Msg("bridge stopped during drain")
@@ -186,18 +226,45 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
+		b.recordFailure(err)
 		if s.wasUp {
 			attempt = 0
 		}
-		delay := b.cfg.Remote.Reconnect
+		delay, side := b.cfg.Remote.Reconnect, "remote"
 		if s.localFailed {
-			delay = b.cfg.Local.Reconnect
+			delay, side = b.cfg.Local.Reconnect, "local"
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
-		if !delay.Sleep(ctx, attempt) {
+		// One line per attempt, never more: while a broker is down this is the
+		// only line, at the back-off's pace (field names in README, "Logs").
+		wait := delay.Delay(attempt)
+		b.log.Warn().Err(err).Str("side", side).Int("attempt", attempt+1).
+			Str("retry_in", wait.Round(time.Millisecond).String()).Msg("bridge down, reconnecting")
+		if !sleep(ctx, wait) {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
 		attempt++
+	}
+}
+
+// recordFailure remembers why the last session ended, for /readyz and /status.
+func (b *Bridge) recordFailure(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	b.lastErr = err.Error()
+	b.mu.Unlock()
+}
+
+// sleep waits d or until ctx is done, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

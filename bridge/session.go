@@ -78,6 +78,8 @@ type session struct {
 
 	wasUp       bool
 	localFailed bool
+
+	clock latencyClock // forward latency, bytes and batch size (observe.go)
 }
 
 // demandSub is a demand subscription open on the local broker.
@@ -729,6 +731,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, f *frame.Frame) er
 				// it with the next commit, in order with this subscription's others.
 				s.open.addPart(ds, 0, ackRefOf(f))
 				ds.inFlight++
+				s.b.stats.Duplicates.Add(1)
 				return nil
 			}
 			s.remember(id)
@@ -741,6 +744,8 @@ func (s *session) forward(ctx context.Context, ds *demandSub, f *frame.Frame) er
 	s.open.addPart(ds, 1, ackRefOf(f))
 	ds.inFlight++
 	s.inFlight++
+	s.clock.sent(len(f.Body))
+	s.b.stats.InFlight.Store(int64(s.inFlight))
 	return nil
 }
 
@@ -832,6 +837,7 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 // connection's frames in order, so its receipt means the ACKs were processed.
 func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 	s.committing--
+	s.clock.confirmed(tx.n, &s.b.stats)
 	var conns []*stomp.Conn
 	for _, p := range tx.parts {
 		acks := []ackRef{p.lastAck}
@@ -875,6 +881,7 @@ func (s *session) onCommitted(ctx context.Context, tx *txn) error {
 // confirmed their ACKs, and retires subscriptions that were waiting for them.
 func (s *session) onAcked(ctx context.Context, tx *txn) error {
 	s.inFlight -= tx.n
+	s.b.stats.InFlight.Store(int64(s.inFlight))
 	for _, p := range tx.parts {
 		p.sub.inFlight -= p.held
 	}
@@ -901,6 +908,7 @@ func (s *session) updateSubStats() {
 	}
 	s.b.stats.DemandSubs.Store(int64(active))
 	s.b.stats.PendingSubs.Store(int64(len(s.subs) - active))
+	s.b.publishDemand(s.subs)
 }
 
 // notifier hands values from connection reader goroutines to the session loop
