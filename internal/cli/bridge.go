@@ -7,10 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/metrics"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -48,6 +51,7 @@ type bridgeFlags struct {
 	remoteID         string
 	logLevel         string
 	logFormat        string
+	admin            string
 }
 
 func runBridge(ctx context.Context, e *env, args []string) error {
@@ -74,6 +78,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
+	fs.StringVar(&f.admin, "admin", "", "HOST:PORT serving /, /status, /metrics, /healthz, /readyz (default: off)")
 	pos, err := parseFlags(e, fs, bridgeUsage, args)
 	if err != nil {
 		return err
@@ -130,7 +135,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if f.remoteID != "" && len(groups) > 1 {
 		return usagef("--remote-id names one broker; REMOTE %s has %d", remotes, len(groups))
 	}
-	return runBridges(ctx, cfgs)
+	return runBridges(ctx, cfgs, f.admin, log)
 }
 
 func (f *bridgeFlags) demandOptions() (demand.Options, error) {
@@ -209,8 +214,9 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 	}, nil
 }
 
-// runBridges runs bridges until ctx ends; the first one that fails for good stops all.
-func runBridges(ctx context.Context, cfgs []bridge.Config) error {
+// runBridges runs bridges until ctx ends; the first one that fails for good
+// stops all. With adminAddr set it serves the admin endpoints for them.
+func runBridges(ctx context.Context, cfgs []bridge.Config, adminAddr string, log zerolog.Logger) error {
 	bridges := make([]*bridge.Bridge, 0, len(cfgs))
 	for _, c := range cfgs {
 		b, err := bridge.New(c)
@@ -224,6 +230,19 @@ func runBridges(ctx context.Context, cfgs []bridge.Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	listed := make([]metrics.Bridge, len(bridges))
+	for i, b := range bridges {
+		// The peer is the far end: the remote of a forward bridge, the local
+		// end of a duplex bridge's reverse direction.
+		peer := cfgs[i].Remote.Addr()
+		if peer == cfgs[0].Local.Addr() {
+			peer = cfgs[i].Local.Addr()
+		}
+		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Bridge: b}
+	}
+	if err := startAdmin(ctx, adminAddr, func() []metrics.Bridge { return listed }, log); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(bridges))
 	for i, b := range bridges {
