@@ -46,7 +46,9 @@ func TestEndpointsWithoutBrokers(t *testing.T) {
 	})
 	t.Run("a bridge that is down makes readyz answer 503 naming it", func(t *testing.T) {
 		b := idleBridge(t, "a->b")
-		src := func() []metrics.Bridge { return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}} }
+		src := func() []metrics.Bridge {
+			return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}}
+		}
 		h := New(Options{Bridges: src, Version: "v1"}).Handler()
 		code, body := get(t, h, "/readyz")
 		if code != http.StatusServiceUnavailable {
@@ -66,7 +68,9 @@ func TestEndpointsWithoutBrokers(t *testing.T) {
 	t.Run("status lists bridges and nodes without secrets", func(t *testing.T) {
 		b := idleBridge(t, "a->b")
 		b.Stats().Forwarded.Add(5)
-		src := func() []metrics.Bridge { return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}} }
+		src := func() []metrics.Bridge {
+			return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}}
+		}
 		h := New(Options{Bridges: src, Version: "v1"}).Handler()
 		code, body := get(t, h, "/status")
 		if code != 200 {
