@@ -45,8 +45,10 @@ type Reason struct {
 type Node struct {
 	// Addr is host:port of its STOMP listener (the node's identity here).
 	Addr string `json:"addr"`
-	// Role is "local" for brokers this process takes messages from and
-	// "peer" for the ones it forwards to; duplex peers are both, and "local" wins.
+	// BrokerID is the broker's id as the bridges learnt it ("" until then).
+	BrokerID string `json:"broker_id,omitempty"`
+	// Role is "local" for the broker this process runs next to (the one its
+	// bridges start from) and "peer" for the brokers it bridges to.
 	Role string `json:"role"`
 	// Peer is the discovery key (a gossip member name, a URI) when a peer.
 	Peer string `json:"peer,omitempty"`
@@ -68,6 +70,8 @@ type BridgeStatus struct {
 	Sessions       int64               `json:"sessions"`
 	Local          string              `json:"local"`
 	Remote         string              `json:"remote"`
+	LocalID        string              `json:"local_id"`
+	RemoteID       string              `json:"remote_id"`
 	Since          time.Time           `json:"since"`
 	LastError      string              `json:"last_error,omitempty"`
 	Rate           float64             `json:"forwarded_per_second"`
@@ -111,6 +115,9 @@ func (s *Server) Status() Status {
 			if old.Peer == "" {
 				old.Peer, old.Connector = n.Peer, n.Connector
 			}
+			if old.BrokerID == "" {
+				old.BrokerID = n.BrokerID
+			}
 			return
 		}
 		nodes[n.Addr] = &n
@@ -134,8 +141,16 @@ func (s *Server) Status() Status {
 			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), Reconnects: x.SessionFailure.Load(),
 			Demand: demand,
 		})
-		addNode(Node{Addr: b.Local(), Role: "local"})
-		addNode(Node{Addr: b.Remote(), Role: "peer", Peer: b.Peer, Connector: b.Connector})
+		localID, remoteID := b.BrokerIDs()
+		st.Bridges[len(st.Bridges)-1].LocalID = localID
+		st.Bridges[len(st.Bridges)-1].RemoteID = remoteID
+		if b.Reverse {
+			addNode(Node{Addr: b.Local(), BrokerID: localID, Role: "peer", Peer: b.Peer, Connector: b.Connector})
+			addNode(Node{Addr: b.Remote(), BrokerID: remoteID, Role: "local"})
+		} else {
+			addNode(Node{Addr: b.Local(), BrokerID: localID, Role: "local"})
+			addNode(Node{Addr: b.Remote(), BrokerID: remoteID, Role: "peer", Peer: b.Peer, Connector: b.Connector})
+		}
 	}
 	slices.SortFunc(st.Bridges, func(x, y BridgeStatus) int {
 		return strings.Compare(x.Connector+"\x00"+x.Bridge, y.Connector+"\x00"+y.Bridge)

@@ -119,6 +119,7 @@ type Bridge struct {
 	upCh    chan struct{} // closed while up; replaced when down
 	since   time.Time     // when up last changed
 	lastErr string        // why the last session ended, "" if none did
+	ids     [2]string     // local and remote broker ids, once learnt
 
 	demand demandView
 }
@@ -245,6 +246,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		attempt++
 	}
+}
+
+// BrokerIDs returns the local and remote broker ids the bridge learnt (or was
+// configured with); both "" until its first session got that far.
+func (b *Bridge) BrokerIDs() (local, remote string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ids[0], b.ids[1]
+}
+
+func (b *Bridge) setIDs(local, remote string) {
+	b.mu.Lock()
+	b.ids = [2]string{local, remote}
+	b.mu.Unlock()
 }
 
 // recordFailure remembers why the last session ended, for /readyz and /status.

@@ -204,6 +204,7 @@ func (s *session) run(ctx context.Context) error {
 	if s.localID == s.remoteID {
 		return fmt.Errorf("%w (%q)", ErrLoopback, s.localID)
 	}
+	s.b.setIDs(s.localID, s.remoteID)
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
 	s.table = demand.New(opts)

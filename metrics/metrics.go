@@ -21,6 +21,9 @@ type Bridge struct {
 	// Peer is the discovered peer's key (a redacted URI, "masterslave" or a
 	// gossip member name).
 	Peer string
+	// Reverse marks the peer → local direction of a duplex pair (not a label;
+	// the topology page draws the broker it starts from as a peer).
+	Reverse bool
 	*bridge.Bridge
 }
 

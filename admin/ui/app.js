@@ -57,16 +57,19 @@ function drawGraph(st) {
   }
   g.appendChild(defs);
   const pos = layout(st.nodes, w, h);
-  const R = 30;
-  // Bridges between the same two brokers (duplex) are drawn side by side.
-  const pairCount = {};
+  const R = 38;
+  // The two directions of a duplex pair are drawn side by side, each with its
+  // label on its own side.
+  const dirs = {};
+  for (const b of st.bridges) dirs[b.local + "|" + b.remote] = true;
   for (const b of st.bridges) {
-    const key = [b.local, b.remote].sort().join("|");
-    const k = pairCount[key] = (pairCount[key] || 0) + 1;
     const p = pos[b.local], q = pos[b.remote];
     if (!p || !q) continue;
     const dx = q.x - p.x, dy = q.y - p.y, len = Math.hypot(dx, dy) || 1;
-    const ux = dx / len, uy = dy / len, off = (k - 1) * 10 - (b.local > b.remote ? 5 : 0);
+    const ux = dx / len, uy = dy / len;
+    const paired = dirs[b.remote + "|" + b.local];
+    // Perpendicular to the direction: opposite directions get opposite sides.
+    const off = paired ? 7 : 0;
     const ox = -uy * off, oy = ux * off;
     const cls = b.up ? "up" : "down";
     const e = svg("g", { class: "edge " + cls, "data-bridge": b.bridge });
@@ -75,7 +78,8 @@ function drawGraph(st) {
       "marker-end": `url(#arrow-${cls})`,
     }));
     const label = b.up ? `${fmtRate(b.forwarded_per_second)} msg/s · ${b.in_flight} in flight` : "down " + ago(b.since);
-    e.appendChild(svg("text", { x: (p.x + q.x) / 2 + ox * 1.6, y: (p.y + q.y) / 2 + oy * 1.6 - 6, "text-anchor": "middle" }, label));
+    const lx = -uy * (paired ? 16 : 10), ly = ux * (paired ? 16 : 10);
+    e.appendChild(svg("text", { x: (p.x + q.x) / 2 + lx, y: (p.y + q.y) / 2 + ly + 4, "text-anchor": "middle" }, label));
     e.appendChild(svg("title", {}, b.bridge + (b.last_error ? "\n" + b.last_error : "")));
     g.appendChild(e);
   }
@@ -83,7 +87,10 @@ function drawGraph(st) {
     const p = pos[n.addr];
     const e = svg("g", { class: "node " + n.role, "data-addr": n.addr });
     e.appendChild(svg("circle", { cx: p.x, cy: p.y, r: R }));
-    e.appendChild(svg("text", { x: p.x, y: p.y + 4 }, n.role === "local" ? "local" : "peer"));
+    const id = n.broker_id || "?";
+    e.appendChild(svg("title", {}, id));
+    e.appendChild(svg("text", { x: p.x, y: p.y - 2 }, id.length > 14 ? id.slice(0, 13) + "…" : id));
+    e.appendChild(svg("text", { x: p.x, y: p.y + 12, class: "sub" }, n.role));
     e.appendChild(svg("text", { x: p.x, y: p.y + R + 15 }, n.addr));
     if (n.peer && n.peer !== n.addr && !n.peer.endsWith(n.addr)) {
       e.appendChild(svg("text", { x: p.x, y: p.y + R + 29, class: "sub" }, n.peer));

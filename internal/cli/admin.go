@@ -33,8 +33,10 @@ func federationBridges(fed *netconnector.Federation) []metrics.Bridge {
 	var out []metrics.Bridge
 	for name, c := range fed.Connectors() {
 		for _, ps := range c.Status() {
-			for _, b := range c.Bridges(ps.Key) {
-				out = append(out, metrics.Bridge{Connector: name, Peer: ps.Key, Bridge: b})
+			// A duplex peer's second bridge is the reverse direction
+			// (netconnector.Connector.bridgeConfigs).
+			for i, b := range c.Bridges(ps.Key) {
+				out = append(out, metrics.Bridge{Connector: name, Peer: ps.Key, Reverse: i > 0, Bridge: b})
 			}
 		}
 	}

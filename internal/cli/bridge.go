@@ -234,11 +234,11 @@ func runBridges(ctx context.Context, cfgs []bridge.Config, adminAddr string, log
 	for i, b := range bridges {
 		// The peer is the far end: the remote of a forward bridge, the local
 		// end of a duplex bridge's reverse direction.
-		peer := cfgs[i].Remote.Addr()
+		peer, reverse := cfgs[i].Remote.Addr(), false
 		if peer == cfgs[0].Local.Addr() {
-			peer = cfgs[i].Local.Addr()
+			peer, reverse = cfgs[i].Local.Addr(), true
 		}
-		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Bridge: b}
+		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Reverse: reverse, Bridge: b}
 	}
 	if err := startAdmin(ctx, adminAddr, func() []metrics.Bridge { return listed }, log); err != nil {
 		return err
