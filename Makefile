@@ -10,9 +10,11 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/brokernet ./cmd/brokernet
 
-# deps installs what the integration tests and the demo need (Debian packages).
+# deps installs what the integration tests and the demo need (Debian packages):
+# ActiveMQ, and chromium and systemd-analyze for the operations tests.
 deps:
 	bash testdata/activemq.sh install
+	bash testdata/tools.sh
 
 # test runs every test: unit tests and integration tests against real brokers
 # that the tests start themselves on free ports.
