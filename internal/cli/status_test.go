@@ -52,7 +52,9 @@ func TestStatusCommandReadsAdminEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(admin.New(admin.Options{Version: "v-test",
-		Bridges: func() []metrics.Bridge { return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}} },
+		Bridges: func() []metrics.Bridge {
+			return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}}
+		},
 	}).Handler())
 	defer srv.Close()
 
