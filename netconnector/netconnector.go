@@ -238,12 +238,13 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		remoteID = cfg.RemoteID
 	}
 	opts := DemandOptions(cfg)
+	log := c.log.With().Str("peer", p.Key).Logger()
 	out := []bridge.Config{{
 		Name:  cfg.Name + ":" + local[0].Addr() + "->" + remote[0].Addr(),
 		Local: local[0], LocalFailover: local[1:],
 		Remote: remote[0], RemoteFailover: remote[1:],
 		LocalID: c.local.ID, RemoteID: remoteID,
-		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
+		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
@@ -251,7 +252,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Local: remote[0], LocalFailover: remote[1:],
 			Remote: local[0], RemoteFailover: local[1:],
 			LocalID: remoteID, RemoteID: c.local.ID,
-			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
+			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: log,
 		})
 	}
 	return out
