@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,7 +46,14 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	printStatus(e.stdout, st, time.Now())
+	var b bytes.Buffer
+	printStatus(&b, st, time.Now())
+	// tabwriter pads an empty last column; trailing blanks help no one.
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if t := strings.TrimRight(line, " \n"); t != "" || line != "" {
+			fmt.Fprintln(e.stdout, t)
+		}
+	}
 	return nil
 }
 
