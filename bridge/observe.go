@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // This file holds what the bridge publishes for operators (metrics, /status):
-// lock-free histograms the session records into, the latency clock that pairs
-// each forwarded message with its remote confirmation, and the snapshot of the
-// demand subscriptions. The session owns the data; it only ever stores copies
+// lock-free histograms the session records into, what it records per confirmed
+// batch, and the snapshot of the demand subscriptions. The session owns the data; it only ever stores copies
 // here, so readers never touch session state.
 
 // Histogram is a fixed-bucket histogram safe for one writer and any number of
@@ -69,40 +69,24 @@ var LatencyBuckets = func() []float64 {
 // BatchBuckets are the bounds of Stats.CommitBatch, in messages per transaction.
 var BatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
-// latencyClock pairs forwarded messages with their remote confirmation. The
-// session calls sent for every message it writes to the remote broker and
-// confirmed for every committed transaction: transactions complete in order on
-// one connection and hold the messages in the order they were sent, so the n
-// oldest entries are the ones confirmed. Owned by the session goroutine.
-type latencyClock struct {
-	q []sentMsg
-}
-
-type sentMsg struct {
-	at    time.Time
-	bytes int
-}
-
-func (c *latencyClock) sent(bytes int) {
-	c.q = append(c.q, sentMsg{at: time.Now(), bytes: bytes})
-}
-
-// confirmed records the n oldest sent messages as confirmed by the remote
-// broker: their latency, their bytes, and n as one commit's batch size.
-func (c *latencyClock) confirmed(n int, st *Stats) {
-	n = min(n, len(c.q))
+// observeCommitted records a batch the remote broker answered: its size, and
+// for each message it accepted the time since the message was taken from the
+// local broker and its body bytes.
+func (s *session) observeCommitted(tx *txn, ev transport.Event) {
+	st := &s.b.stats
+	st.CommitBatch.Observe(float64(len(tx.entries)))
 	now := time.Now()
 	var bytes int64
-	for _, m := range c.q[:n] {
-		st.ForwardLatency.Observe(now.Sub(m.at).Seconds())
-		bytes += int64(m.bytes)
+	for i, e := range tx.entries {
+		if ev.Outcomes != nil && i < len(ev.Outcomes) && ev.Outcomes[i].Outcome != transport.Accepted {
+			continue
+		}
+		st.ForwardLatency.Observe(now.Sub(e.taken).Seconds())
+		if e.out != nil {
+			bytes += int64(len(e.out.Body))
+		}
 	}
 	st.ForwardedBytes.Add(bytes)
-	st.CommitBatch.Observe(float64(n))
-	// Shift instead of reslicing so the backing array does not grow forever.
-	k := copy(c.q, c.q[n:])
-	clear(c.q[k:])
-	c.q = c.q[:k]
 }
 
 // DemandInfo describes one demand subscription on the local broker, for /status.

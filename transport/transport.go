@@ -1,0 +1,329 @@
+// Package transport is the seam between the bridge and broker protocols: a broker
+// connection as the bridge uses it, whatever the protocol (STOMP, AMQP 1.0, OpenWire).
+//
+// A Conn is used by one goroutine (the bridge session), except Events, Done, Err and
+// Abort, which any goroutine may call. Every method that writes takes a context;
+// cancelling it abandons that call only (the connection stays usable unless the
+// method returned an error wrapping ErrClosed). Methods that the broker confirms
+// later (Subscribe, Commit, Sync) return a Token at once and never wait: the
+// confirmation arrives as an Event on the connection's one ordered stream, after
+// every delivery the broker sent before it, so a confirmation can never overtake
+// the deliveries that preceded it on the wire.
+package transport
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
+)
+
+// Conn is one connection to a broker.
+//
+// Delivery semantics: deliveries of a subscription arrive in the broker's order and
+// stay owned by the broker until settled (Settle); a connection that ends unsettled
+// deliveries is taken back by the broker and redelivered elsewhere. Sends are
+// confirmed per batch (Commit): the broker has taken responsibility for a message
+// only when its batch's Confirmed event says so. Close is graceful (everything
+// written before it was processed by the broker when it returns nil), Abort is
+// immediate; both are idempotent.
+type Conn interface {
+	// Info describes the broker and connection, learnt at connect.
+	Info() Info
+
+	// Events is the connection's single ordered stream of deliveries,
+	// confirmations and refusals. It is closed when the connection ends; Err
+	// then tells why. The reader never blocks on a slow consumer of Events for
+	// confirmations, so a full window can always be released.
+	Events() <-chan Event
+	// Done is closed when the connection has ended.
+	Done() <-chan struct{}
+	// Err is why the connection ended (nil while it is up; ErrClosed after Close).
+	Err() error
+
+	// BrokerID returns the broker's id: what the broker says about itself
+	// (ActiveMQ: brokerId; RabbitMQ: cluster name), or an error naming the
+	// option that sets it when the protocol cannot tell.
+	BrokerID(ctx context.Context) (string, error)
+
+	// Subscribe opens a subscription. Its deliveries arrive as Delivery events;
+	// the broker's acceptance arrives as Confirmed with the returned token, or
+	// Refused (the subscription then does not exist).
+	Subscribe(ctx context.Context, sub Subscription) (Token, error)
+	// Unsubscribe closes subscription id. Its unsettled deliveries return to the
+	// broker; a durable subscription keeps existing (see DestroyDurable).
+	Unsubscribe(ctx context.Context, id string) error
+	// DestroyDurable removes the durable subscription sub names, with whatever
+	// it retained.
+	DestroyDurable(ctx context.Context, sub Subscription) error
+	// WatchConsumers subscribes to the broker's consumer advisories: their
+	// events arrive as Consumer events (or BadConsumer for malformed ones), and
+	// the broker's existing consumers are replayed first. A connection whose
+	// protocol cannot carry advisories returns ErrUnsupported.
+	WatchConsumers(ctx context.Context) error
+	// OwnConsumer reports whether a consumer id seen in advisories belongs to a
+	// subscription of this connection.
+	OwnConsumer(consumerID string) bool
+
+	// Send writes m as part of the current batch. It is not confirmed until the
+	// batch is committed.
+	Send(ctx context.Context, m *Message) error
+	// Commit ends the current batch: a Confirmed event with the token says the
+	// broker took responsibility for every message sent since the previous
+	// Commit (per-message Outcomes when some were released or rejected); a
+	// Refused event says none was taken.
+	Commit(ctx context.Context) (Token, error)
+
+	// Settle accepts (acknowledges) or releases the given deliveries of one
+	// subscription, given in delivery order. A transport whose acknowledgement
+	// is cumulative may acknowledge only the last one.
+	Settle(ctx context.Context, sub string, refs []Ref, outcome Outcome) error
+	// Sync returns a token confirmed once the broker has processed everything
+	// written on this connection before it (in particular earlier Settles).
+	Sync(ctx context.Context) (Token, error)
+
+	// Close ends the connection gracefully: it returns once the broker has
+	// processed everything written before, or ctx ends.
+	Close(ctx context.Context) error
+	// Abort ends the connection at once. Unsettled deliveries return to the broker.
+	Abort()
+}
+
+// Endpoint is a broker address that can be dialled: a parsed broker URI.
+type Endpoint interface {
+	// Dial connects. Its errors never contain credentials.
+	Dial(ctx context.Context, opts DialOptions) (Conn, error)
+	// String is the URI with credentials redacted, for logs.
+	String() string
+	// Addr is host:port.
+	Addr() string
+	// Backoff is the reconnect policy the URI asks for.
+	Backoff() backoff.Policy
+}
+
+// Endpoints converts a slice of some Endpoint type to []Endpoint.
+func Endpoints[E Endpoint](es []E) []Endpoint {
+	out := make([]Endpoint, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// DialOptions ask for connection properties beyond the URI's.
+type DialOptions struct {
+	// ClientID is a stable client id, needed for durable subscriptions
+	// (ActiveMQ: client-id / ConnectionInfo.clientId; AMQP: container-id).
+	// "" keeps the URI's or the transport's default.
+	ClientID string
+}
+
+// Info describes a connected broker.
+type Info struct {
+	Protocol string  // "stomp", "amqp", "openwire"
+	Server   string  // the broker's product/version as it reports it
+	Flavour  Flavour // which broker it is
+	// ConnectionID is the broker's id for this connection, as it appears in the
+	// consumer ids of advisories (ActiveMQ), or "".
+	ConnectionID string
+	// Selectors reports whether subscriptions may carry a JMS selector.
+	Selectors bool
+	// Transactions reports whether Commit is atomic over a batch.
+	Transactions bool
+}
+
+// Flavour is a broker product, which decides the demand source, addressing and identity.
+type Flavour int
+
+// Flavours.
+const (
+	UnknownFlavour Flavour = iota
+	ActiveMQ
+	RabbitMQ
+	Artemis
+)
+
+func (f Flavour) String() string {
+	switch f {
+	case ActiveMQ:
+		return "activemq"
+	case RabbitMQ:
+		return "rabbitmq"
+	case Artemis:
+		return "artemis"
+	}
+	return "unknown"
+}
+
+// Subscription is a subscription the bridge opens.
+type Subscription struct {
+	ID          string
+	Destination destination.Destination
+	// Selector is a JMS selector, "" for none. Transports without selectors
+	// (Info.Selectors false) refuse a non-empty one.
+	Selector string
+	// Prefetch is how many unsettled deliveries the broker may send (AMQP link credit).
+	Prefetch int
+	// Priority is the consumer priority (ActiveMQ: -5 for a demand subscription
+	// two brokers away; RabbitMQ: x-priority).
+	Priority int
+	// DurableName makes a durable topic subscription with that name.
+	DurableName string
+	// Ack is how deliveries are settled.
+	Ack AckMode
+}
+
+// AckMode is how a subscription's deliveries are settled.
+type AckMode int
+
+const (
+	// Cumulative: settling a delivery may settle every earlier one of the subscription.
+	Cumulative AckMode = iota
+	// Individual: each delivery is settled on its own.
+	Individual
+)
+
+// Token identifies a request confirmed later by an Event.
+type Token uint64
+
+// Ref identifies a delivery for Settle. It is opaque to the bridge.
+type Ref any
+
+// Outcome is what became of a delivery or a sent message.
+type Outcome int
+
+const (
+	// Accepted: the message is taken (acknowledged, stored).
+	Accepted Outcome = iota
+	// Released: not taken; it may be delivered again (AMQP released/modified).
+	Released
+	// Rejected: refused for good (AMQP rejected); see the event's Err.
+	Rejected
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Released:
+		return "released"
+	case Rejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// EventKind tells what an Event carries.
+type EventKind int
+
+const (
+	// Delivery: a message on a subscription (Sub, Msg, Ref).
+	Delivery EventKind = iota
+	// Confirmed: the request with Token was done (Outcomes for a Commit where not
+	// every message was accepted).
+	Confirmed
+	// Refused: the request with Token was refused (Err says why); the connection
+	// stays up.
+	Refused
+	// Consumer: a consumer advisory of the broker (Consumer).
+	Consumer
+	// BadConsumer: an advisory that could not be read, or that the broker did not
+	// generate (Err says which); it is skipped.
+	BadConsumer
+)
+
+// Event is one item of a connection's ordered stream.
+type Event struct {
+	Kind  EventKind
+	Sub   string   // Delivery: the subscription id
+	Msg   *Message // Delivery
+	Ref   Ref      // Delivery: for Settle
+	Token Token    // Confirmed, Refused
+	// Outcomes, for a Commit's Confirmed, has one entry per message sent in the
+	// batch (in send order) when some were not Accepted; nil when all were.
+	Outcomes []SendOutcome
+	Consumer advisory.Event // Consumer
+	Err      error          // Refused, BadConsumer
+}
+
+// SendOutcome is the fate of one sent message.
+type SendOutcome struct {
+	Outcome Outcome
+	Err     error // why, for Rejected
+}
+
+// Errors callers branch on.
+var (
+	// ErrClosed: the connection has ended.
+	ErrClosed = errors.New("connection closed")
+	// ErrUnsupported: the protocol or broker cannot do what was asked.
+	ErrUnsupported = errors.New("not supported by this transport")
+	// ErrRefused: the broker refused something written on the connection and
+	// ended it (a STOMP ERROR frame: frame too large, not authorised). The bridge
+	// counts such refusals per message to dead-letter a message that is refused
+	// again and again.
+	ErrRefused = errors.New("refused by the broker")
+)
+
+// Message is a broker message as the bridge moves it, protocol-neutral. The
+// header mapping table in the README says how each protocol's fields map here.
+type Message struct {
+	// ID is the broker-assigned message id (used to recognise copies of one
+	// topic message); not carried over to the remote broker.
+	ID          string
+	Destination destination.Destination
+	// Persistent is JMS delivery mode PERSISTENT / AMQP durable.
+	Persistent bool
+	// Priority is 0–9; -1 when the message has none.
+	Priority int
+	// Expires is when the message expires; zero for never.
+	Expires time.Time
+	// Timestamp is when the producer sent it; zero if unknown.
+	Timestamp     time.Time
+	CorrelationID string
+	// ReplyTo is the reply destination in the source protocol's spelling,
+	// mapped by the sending transport. "" for none.
+	ReplyTo     string
+	Type        string // JMSType / AMQP subject
+	ContentType string
+	// Bytes says the body is binary (JMS BytesMessage, STOMP content-length
+	// given, AMQP data section) rather than text.
+	Bytes       bool
+	Redelivered bool
+	// Props are the application properties (and brokernet's own path headers),
+	// in order. Values are string, bool, int8, int16, int32, int64, float32,
+	// float64 or []byte; STOMP carries only strings.
+	Props []Property
+	Body  []byte
+	// Native is the message in its source protocol's own form, for a transport
+	// that can pass it through unchanged (same protocol on both sides, e.g.
+	// OpenWire's marshalled typed property map). Transports ignore a Native they
+	// do not know.
+	Native any
+}
+
+// Property is one application property.
+type Property struct {
+	Name  string
+	Value any
+}
+
+// Prop returns the first property named name and whether there is one.
+func (m *Message) Prop(name string) (any, bool) {
+	for i := range m.Props {
+		if m.Props[i].Name == name {
+			return m.Props[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// PropString returns property name as a string ("" if absent or not a string).
+func (m *Message) PropString(name string) string {
+	v, _ := m.Prop(name)
+	s, _ := v.(string)
+	return s
+}
