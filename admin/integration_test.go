@@ -203,6 +203,14 @@ func TestAdminAgainstRealBrokers(t *testing.T) {
 		}
 		return nil
 	})
+	for _, r := range running {
+		if r.Name() == "A->B" {
+			_, c, sum := r.Stats().ForwardLatency.Snapshot()
+			_, bc, bsum := r.Stats().CommitBatch.Snapshot()
+			t.Logf("A->B: %d messages, mean forward latency %.2f ms, %d commits of %.1f messages on average",
+				c, 1000*sum/float64(c), bc, bsum/float64(bc))
+		}
+	}
 	st, _ = status(base)
 	for _, br := range st.Bridges {
 		if br.Bridge == "A->B" && br.ForwardedBytes < int64(n*len("message 1")) {
