@@ -1,12 +1,15 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/internal/stomptest"
@@ -115,4 +118,38 @@ func TestEndpointsWithoutBrokers(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestFailureReasonsHideThePasscode(t *testing.T) {
+	b, err := bridge.New(bridge.Config{
+		Name:   "a->b",
+		Local:  stomptest.URI(t, "stomp://admin:localsecret@127.0.0.1:1"),
+		Remote: stomptest.URI(t, "stomp://user:remotesecret@127.0.0.1:2?initialReconnectDelay=50ms"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if _, _, lastErr := b.State(); lastErr == "" {
+			return errors.New("no failure recorded yet")
+		}
+		return nil
+	})
+	src := func() []metrics.Bridge {
+		return []metrics.Bridge{{Connector: "bridge", Peer: "127.0.0.1:2", Bridge: b}}
+	}
+	h := New(Options{Bridges: src}).Handler()
+	for _, path := range []string{"/readyz", "/status", "/metrics"} {
+		_, body := get(t, h, path)
+		if strings.Contains(body, "secret") {
+			t.Errorf("%s shows a passcode:\n%s", path, body)
+		}
+		if path != "/metrics" && !strings.Contains(body, "127.0.0.1:") {
+			t.Errorf("%s does not say which broker failed:\n%s", path, body)
+		}
+	}
 }
