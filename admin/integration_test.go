@@ -400,3 +400,44 @@ func runChromium(t *testing.T, chromium, url string, args ...string) string {
 	}
 	return stdout.String()
 }
+
+// TestTopologyPageShowsDownBridges renders the page for bridges whose brokers
+// do not answer: the edges are marked down and the summary says not ready.
+func TestTopologyPageShowsDownBridges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Chromium")
+	}
+	chromium := findChromium(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	t.Cleanup(func() { cancel(); runs.Wait() })
+	var list []metrics.Bridge
+	for _, remote := range []string{"127.0.0.1:2", "127.0.0.1:3"} {
+		br, err := bridge.New(bridge.Config{
+			Name:   "L->" + remote,
+			Local:  stomptest.URI(t, "stomp://127.0.0.1:1"),
+			Remote: stomptest.URI(t, "stomp://"+remote),
+			Log:    zerolog.Nop(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, metrics.Bridge{Connector: "static", Peer: "stomp://" + remote, Bridge: br})
+		runs.Add(1)
+		go func() { defer runs.Done(); br.Run(ctx) }()
+	}
+	srv, err := admin.Listen("127.0.0.1:0", admin.Options{Bridges: func() []metrics.Bridge { return list }, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ctx)
+	dom := runChromium(t, chromium, "http://"+srv.Addr()+"/", "--dump-dom")
+	for _, want := range []string{"0/2 bridges up", "127.0.0.1:2", "127.0.0.1:3", `class="edge down"`, "no demand"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(dom)
+	}
+}
