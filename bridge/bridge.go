@@ -240,12 +240,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
+		b.recordFailure(err)
 		if errors.Is(err, ErrLoopback) {
 			b.log.Error().Err(err).Msg("bridge refuses to start")
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
-		b.recordFailure(err)
 		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
 			b.refusals.add(s.suspects())
 		}
