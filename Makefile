@@ -26,9 +26,10 @@ dist:
 	@cat $(DIST)/SHA256SUMS
 
 # deps installs what the integration tests and the demo need (Debian packages):
-# ActiveMQ, and chromium and systemd-analyze for the operations tests.
+# ActiveMQ, RabbitMQ, and chromium and systemd-analyze for the operations tests.
 deps:
 	bash testdata/activemq.sh install
+	bash testdata/rabbitmq.sh install
 	bash testdata/tools.sh
 
 # test runs every test: unit tests and integration tests against real brokers

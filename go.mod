@@ -3,11 +3,13 @@ module github.com/brokernet/brokernet
 go 1.26.0
 
 require (
+	github.com/Azure/go-amqp v1.5.0
 	github.com/BurntSushi/toml v1.6.0
 	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
+	golang.org/x/time v0.16.0
 )
 
 require (
@@ -32,5 +34,4 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	golang.org/x/time v0.16.0 // indirect
 )

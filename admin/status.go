@@ -82,6 +82,7 @@ type BridgeStatus struct {
 	Duplicates     int64               `json:"duplicates_suppressed"`
 	DeadLettered   int64               `json:"dead_lettered"`
 	Stuck          int64               `json:"stuck"`
+	Held           int64               `json:"held"`
 	Reconnects     int64               `json:"reconnects"`
 	Demand         []bridge.DemandInfo `json:"demand"`
 }
@@ -138,7 +139,7 @@ func (s *Server) Status() Status {
 			Rate:           s.rates.rate(b),
 			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
 			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
-			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), Reconnects: x.SessionFailure.Load(),
+			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
 			Demand: demand,
 		})
 		localID, remoteID := b.BrokerIDs()

@@ -112,6 +112,7 @@ type Stats struct {
 	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed
 	InFlight       atomic.Int64 // messages in the window: forwarded, not yet acknowledged locally
 	Stuck          atomic.Int64 // messages known to wait where no consumer will take them
+	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
 
@@ -247,7 +248,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		b.stats.SessionFailure.Add(1)
 		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
-			b.refusals.add(s.suspects())
+			b.refusals.add(s.suspects(), err)
 		}
 		if s.wasUp {
 			attempt = 0
@@ -311,11 +312,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // uses it.
 type refusals struct {
 	counts map[string]int
+	last   string // the latest refusal's error, for the dead-letter reason
 }
 
 const maxSuspects = 1 << 14
 
-func (r *refusals) add(ids []string) {
+func (r *refusals) add(ids []string, err error) {
+	r.last = err.Error()
 	if r.counts == nil {
 		r.counts = make(map[string]int)
 	}

@@ -53,6 +53,7 @@ var (
 	pendingDesc       = desc("brokernet_pending_demand_subscriptions", "Demand subscriptions sent to the local broker and not yet confirmed.")
 	inFlightDesc      = desc("brokernet_in_flight_messages", "Messages forwarded and not yet acknowledged on the local broker (the window in use).")
 	windowDesc        = desc("brokernet_window_messages", "The most messages the bridge keeps in flight (--window).")
+	heldDesc          = desc("brokernet_held_messages", "Messages held back on a local broker without selectors (RabbitMQ) because they already visited the remote broker or spent their hops.")
 	stuckDesc         = desc("brokernet_stuck_messages", "Messages known to wait where no consumer will take them.")
 	latencyDesc       = desc("brokernet_forward_latency_seconds", "Time from a message's delivery by the local broker to the remote broker's confirmation of its transaction.")
 	batchDesc         = desc("brokernet_commit_batch_messages", "Messages per remote transaction confirmed by the remote broker.")
@@ -66,7 +67,7 @@ var _ prometheus.Collector = collector{}
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, forwardedDesc, bytesDesc, duplicatesDesc, deadLetteredDesc,
 		advisoriesDesc, badAdvisoriesDesc, sessionsDesc, reconnectsDesc, demandDesc, pendingDesc,
-		inFlightDesc, windowDesc, stuckDesc, latencyDesc, batchDesc} {
+		inFlightDesc, windowDesc, heldDesc, stuckDesc, latencyDesc, batchDesc} {
 		ch <- d
 	}
 }
@@ -106,6 +107,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(pendingDesc, float64(st.PendingSubs.Load()))
 		gauge(inFlightDesc, float64(st.InFlight.Load()))
 		gauge(windowDesc, float64(b.Window()))
+		gauge(heldDesc, float64(st.Held.Load()))
 		gauge(stuckDesc, float64(st.Stuck.Load()))
 		for d, h := range map[*prometheus.Desc]*bridge.Histogram{latencyDesc: st.ForwardLatency, batchDesc: st.CommitBatch} {
 			if h == nil {
