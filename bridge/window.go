@@ -76,7 +76,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	if ds.bridgeFilters {
 		switch s.hopVerdict(ds, m) {
 		case stays:
-			s.hold(ds, ev.Ref)
+			s.hold(ds, m, ev.Ref)
 			return nil
 		case notOurs:
 			e.done = true
@@ -89,7 +89,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	if ds.sub.Destination.Kind == destination.Topic {
 		var routes int
 		forIDs, routes = s.topicRoutes(m.Destination)
-		if routes > 1 {
+		if routes > 1 && m.ID != "" {
 			if s.dedup.seen(m.ID) {
 				// Another of our subscriptions forwarded this message: settle it
 				// in order with this subscription's others.
@@ -103,6 +103,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	e.out = outgoing(m, s.localID, forIDs)
+	if s.stampID && m.ID != "" && m.PropString(IDHeader) == "" {
+		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: m.ID})
+	}
 	switch n := s.b.refusals.count(m.ID); {
 	case n >= s.cfg.MaxRefusals:
 		ds.pending = append(ds.pending, e)

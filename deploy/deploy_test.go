@@ -94,7 +94,7 @@ func TestKubernetesProbesUseAdminEndpoint(t *testing.T) {
 	s := string(y)
 	for _, want := range []string{
 		"clusterIP: None", "publishNotReadyAddresses: true", "serviceName: brokernet-gossip",
-		"- --admin=0.0.0.0:9464", "{name: admin, containerPort: 9464, protocol: TCP}",
+		"- --admin=0.0.0.0:9464", "- --admin-insecure", "{name: admin, containerPort: 9464, protocol: TCP}",
 		"httpGet: {path: /healthz, port: admin}", "httpGet: {path: /readyz, port: admin}",
 		"- --gossip-bind=0.0.0.0:7946", "- --join=brokers-0.brokernet-gossip:7946",
 		"- --broker=stomp://127.0.0.1:61613",

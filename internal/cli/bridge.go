@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
@@ -26,7 +27,11 @@ Flags may come before or after the URIs. REMOTE may also be a discovery URI:
   masterslave:(URI,URI,...)  one broker pair: the first URI that answers, failing over
 Broker URIs:
   stomp://[user:pass@]host:port[?vhost=/&initialReconnectDelay=1000&maxReconnectDelay=30000&backOffMultiplier=2]
-  stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA)
+  stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA, ?cert=FILE&key=FILE for a
+                     client certificate, ?serverName=NAME to verify another name)
+Credentials without argv: --broker-user and --broker-password-file, or the
+environment variables BROKERNET_BROKER_USER and BROKERNET_BROKER_PASSWORD, apply to
+every URI that carries no passcode.
 
 Flags:
 `
@@ -52,7 +57,8 @@ type bridgeFlags struct {
 	remoteID         string
 	logLevel         string
 	logFormat        string
-	admin            string
+	admin            adminFlags
+	creds            credentialFlags
 }
 
 func runBridge(ctx context.Context, e *env, args []string) error {
@@ -79,7 +85,8 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
-	fs.StringVar(&f.admin, "admin", "", "HOST:PORT serving /, /status, /metrics, /healthz, /readyz (default: off)")
+	f.admin.register(fs)
+	f.creds.register(fs)
 	pos, err := parseFlags(e, fs, bridgeUsage, args)
 	if err != nil {
 		return err
@@ -98,6 +105,14 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if remotes.Kind == discovery.Gossip {
 		return usagef("REMOTE: gossip discovery needs 'brokernet sidecar' or a configuration file")
 	}
+	user, password, credWarn, err := f.creds.resolve()
+	if err != nil {
+		return err
+	}
+	local = applyCredentials(local, user, password)
+	for i, u := range remotes.URIs {
+		remotes.URIs[i] = applyCredentials(u, user, password)
+	}
 	opts, err := f.demandOptions()
 	if err != nil {
 		return err
@@ -108,6 +123,9 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	log, err := newLogger(e.stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	if credWarn != "" {
+		log.Warn().Msg(credWarn)
 	}
 
 	// static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one
@@ -136,7 +154,14 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if f.remoteID != "" && len(groups) > 1 {
 		return usagef("--remote-id names one broker; REMOTE %s has %d", remotes, len(groups))
 	}
-	return runBridges(ctx, cfgs, f.admin, log)
+	adminCfg, warn, err := f.admin.config()
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		log.Warn().Msg(warn)
+	}
+	return runBridges(ctx, cfgs, adminCfg, log)
 }
 
 func (f *bridgeFlags) demandOptions() (demand.Options, error) {
@@ -217,7 +242,7 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 
 // runBridges runs bridges until ctx ends; the first one that fails for good
 // stops all. With adminAddr set it serves the admin endpoints for them.
-func runBridges(ctx context.Context, cfgs []bridge.Config, adminAddr string, log zerolog.Logger) error {
+func runBridges(ctx context.Context, cfgs []bridge.Config, adminCfg config.Admin, log zerolog.Logger) error {
 	bridges := make([]*bridge.Bridge, 0, len(cfgs))
 	for _, c := range cfgs {
 		b, err := bridge.New(c)
@@ -241,7 +266,7 @@ func runBridges(ctx context.Context, cfgs []bridge.Config, adminAddr string, log
 		}
 		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Reverse: reverse, Bridge: b}
 	}
-	if err := startAdmin(ctx, adminAddr, func() []metrics.Bridge { return listed }, log); err != nil {
+	if err := startAdmin(ctx, adminCfg, func() []metrics.Bridge { return listed }, log); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup

@@ -81,7 +81,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 // serveFederation runs cfg until ctx ends, reloading on every value from reload.
 func serveFederation(ctx context.Context, log zerolog.Logger, cfg *config.Config, load func() (*config.Config, error), reload <-chan os.Signal) error {
 	fed := netconnector.NewFederation(ctx, log)
-	if err := startAdmin(ctx, cfg.Admin.Listen, func() []metrics.Bridge { return federationBridges(fed) }, log); err != nil {
+	if err := startAdmin(ctx, cfg.Admin, func() []metrics.Bridge { return federationBridges(fed) }, log); err != nil {
 		return err
 	}
 	started, _, _, err := fed.Apply(cfg)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -30,14 +31,23 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nodeName := fs.String("node-name", "", "unique gossip member name (default: hostname and port)")
 	timings := fs.String("gossip-timings", "lan", "failure detection: lan (memberlist defaults, ~6 s) or fast (~1 s, more traffic)")
 	keyFile := fs.String("secret-key-file", "", "file with a base64 AES key (16, 24 or 32 bytes) encrypting gossip")
+	insecure := fs.Bool("gossip-insecure", false, "allow unencrypted gossip on a non-loopback address (anyone reaching it may join)")
+	var allowed stringList
+	fs.Var(&allowed, "allowed-brokers", "brokers members may advertise: host names, IPs, CIDRs (repeatable; default any)")
+	var creds credentialFlags
+	creds.register(fs)
+	peerCA := fs.String("broker-ca", "", "PEM roots for stomp+ssl peers (gossip never carries file names)")
+	peerCert := fs.String("broker-cert", "", "PEM client certificate for stomp+ssl peers (with --broker-key)")
+	peerKey := fs.String("broker-key", "", "PEM key of --broker-cert")
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
 	networkTTL := fs.Int("network-ttl", 1, "broker hops for messages and demand")
 	prefetch := fs.Int("prefetch", 1000, "prefetch of each demand subscription")
 	window := fs.Int("window", 500, "messages forwarded but not yet confirmed")
 	decrease := fs.Bool("decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
-	adminListen := fs.String("admin", "", "HOST:PORT serving /, /status, /metrics, /healthz, /readyz (default: off)")
-	fs.StringVar(adminListen, "admin-listen", "", "older name of --admin")
+	var adm adminFlags
+	adm.register(fs)
+	fs.StringVar(&adm.listen, "admin-listen", "", "older name of --admin")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "json or console")
 	pos, err := parseFlags(e, fs, sidecarUsage, args)
@@ -45,7 +55,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q", stomp.Redact(pos[0]))
 	}
 	if *brokerURI == "" {
 		return usagef("--broker is required")
@@ -54,6 +64,11 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("--broker: %v", err)
 	}
+	user, password, credWarn, err := creds.resolve()
+	if err != nil {
+		return err
+	}
+	u = applyCredentials(u, user, password)
 	if *advBroker != "" {
 		if _, err := stomp.ParseURI(*advBroker); err != nil {
 			return usagef("--advertise-broker: %v", err)
@@ -78,16 +93,25 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.PrefetchSize = *prefetch
 	nc.Window = *window
 	nc.DecreaseNetworkConsumerPriority = *decrease
+	nc.UserName, nc.Password = user, password
+	nc.CAFile, nc.CertFile, nc.KeyFile = *peerCA, *peerCert, *peerKey
+	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
+		return usagef("--broker-ca/--broker-cert/--broker-key: %v", err)
+	}
 	nc.Gossip = &config.Gossip{
 		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
 		SecretKey: key, AdvertiseBrokerURI: *advBroker, Timings: *timings,
+		Insecure: *insecure, AllowedBrokers: allowed,
 	}
 	if *timings != config.GossipTimingsLAN && *timings != config.GossipTimingsFast {
 		return usagef("--gossip-timings %q: want lan or fast", *timings)
 	}
 	cfg := config.Default()
 	cfg.Log = config.Log{Level: *logLevel, Format: *logFormat}
-	cfg.Admin.Listen = *adminListen
+	var adminWarn string
+	if cfg.Admin, adminWarn, err = adm.config(); err != nil {
+		return err
+	}
 	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []stomp.URI{u}}, ID: *brokerID}}
 	cfg.Connectors = []config.NetworkConnector{nc}
 	if err := cfg.Validate(); err != nil {
@@ -96,6 +120,12 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
+	}
+	if credWarn != "" {
+		log.Warn().Msg(credWarn)
+	}
+	if adminWarn != "" {
+		log.Warn().Msg(adminWarn)
 	}
 	return serveFederation(ctx, log, &cfg, nil, nil)
 }

@@ -3,23 +3,27 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/config"
 )
 
-const statusUsage = `Usage: brokernet status [--admin URL]
+const statusUsage = `Usage: brokernet status [--admin URL] [--token-file FILE] [--ca-file FILE]
 
 Reads /status from a running brokernet's admin endpoint and prints its bridges,
-demand subscriptions and stuck messages as tables. URL is http://HOST:PORT or
-HOST:PORT.
+demand subscriptions and stuck messages as tables. URL is http://HOST:PORT,
+https://HOST:PORT or HOST:PORT.
 
 Flags:
 `
@@ -31,6 +35,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("status")
 	addr := fs.String("admin", defaultAdmin, "admin endpoint of the brokernet to ask")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	tokenFile := fs.String("token-file", "", "file holding the endpoint's bearer token")
+	caFile := fs.String("ca-file", "", "PEM CA certificate to trust for an https:// endpoint")
 	pos, err := parseFlags(e, fs, statusUsage, args)
 	if err != nil {
 		return err
@@ -42,7 +48,25 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := fetchStatus(ctx, base, *timeout)
+	client := &http.Client{}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			return usagef("--ca-file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usagef("--ca-file %s: no PEM certificate in it", *caFile)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	token := ""
+	if *tokenFile != "" {
+		if token, _, err = config.ReadPasswordFile(*tokenFile); err != nil {
+			return usagef("--token-file: %v", err)
+		}
+	}
+	st, err := fetchStatus(ctx, client, base, token, *timeout)
 	if err != nil {
 		return err
 	}
@@ -68,7 +92,7 @@ func adminURL(s string) (string, error) {
 	return strings.TrimRight(s, "/"), nil
 }
 
-func fetchStatus(ctx context.Context, base string, timeout time.Duration) (admin.Status, error) {
+func fetchStatus(ctx context.Context, client *http.Client, base, token string, timeout time.Duration) (admin.Status, error) {
 	var st admin.Status
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -76,7 +100,10 @@ func fetchStatus(ctx context.Context, base string, timeout time.Duration) (admin
 	if err != nil {
 		return st, usagef("--admin %q: %v", base, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("asking %s: %w", base, err)
 	}

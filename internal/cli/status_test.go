@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +91,23 @@ func TestStatusCommandReadsAdminEndpoint(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
 		}
 	})
+}
+
+func TestStatusCommandSendsTheToken(t *testing.T) {
+	h := admin.New(admin.Options{Version: "v-tok"}).Handler()
+	srv := httptest.NewServer(admin.RequireToken(h, "tok-123"))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"status", "--admin", srv.URL, "--token-file", file}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "brokernet v-tok") {
+		t.Errorf("with the token: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := Main([]string{"status", "--admin", srv.URL}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "401") {
+		t.Errorf("without the token: exit %d, stderr %q; want 1 and 401", code, stderr.String())
+	}
 }
