@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/amqp"
 	"github.com/brokernet/brokernet/transport/openwire"
 )
 
@@ -63,11 +65,23 @@ var combinations = []combination{
 	}},
 	{"RabbitMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
 		r, a := rabbitAndActiveMQ(t)
-		return rabbitSide{r}, activemqSide{a}
+		return rabbitSide{r: r}, activemqSide{a}
 	}},
 	{"ActiveMQ-to-RabbitMQ-STOMP", func(t *testing.T) (side, side) {
 		r, a := rabbitAndActiveMQ(t)
-		return activemqSide{a}, rabbitSide{r}
+		return activemqSide{a}, rabbitSide{r: r}
+	}},
+	{"ActiveMQ-to-RabbitMQ-AMQP", func(t *testing.T) (side, side) {
+		r, a := rabbitAndActiveMQ(t)
+		return activemqSide{a}, rabbitSide{r: r, amqp: true}
+	}},
+	{"RabbitMQ-to-ActiveMQ-AMQP", func(t *testing.T) (side, side) {
+		r, a := rabbitAndActiveMQ(t)
+		return rabbitSide{r: r, amqp: true}, activemqSide{a}
+	}},
+	{"RabbitMQ-to-RabbitMQ-AMQP", func(t *testing.T) (side, side) {
+		rs := testbroker.StartRabbitMQs(t, testbroker.RabbitOptions{}, testbroker.RabbitOptions{})
+		return rabbitSide{r: rs[0], amqp: true}, rabbitSide{r: rs[1], amqp: true}
 	}},
 }
 
@@ -347,12 +361,23 @@ func rabbitAndActiveMQ(t *testing.T) (*testbroker.RabbitMQ, *testbroker.ActiveMQ
 	return r, a
 }
 
-// rabbitSide is a RabbitMQ broker bridged over STOMP.
-type rabbitSide struct{ r *testbroker.RabbitMQ }
+// rabbitSide is a RabbitMQ broker bridged over STOMP, or over AMQP 1.0.
+type rabbitSide struct {
+	r    *testbroker.RabbitMQ
+	amqp bool
+}
 
 func (s rabbitSide) ClientURI() string { return s.r.StompURI() }
 func (s rabbitSide) Endpoint(t *testing.T) transport.Endpoint {
-	return stomptest.URI(t, s.r.StompURI()+"?initialReconnectDelay=100&maxReconnectDelay=1000&management="+s.r.ManagementURL())
+	opts := "?initialReconnectDelay=100&maxReconnectDelay=1000&management=" + s.r.ManagementURL()
+	if s.amqp {
+		u, err := amqp.ParseURI(s.r.AMQPURI() + opts + "&stompPort=" + strconv.Itoa(s.r.StompPort()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	return stomptest.URI(t, s.r.StompURI()+opts)
 }
 func (s rabbitSide) ID() string               { return "" }
 func (s rabbitSide) Queue(name string) string { return "/queue/" + name }

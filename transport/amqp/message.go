@@ -128,6 +128,11 @@ func fromAMQP(in *amqp.Message, subDest destination.Destination, rabbit bool) *t
 			if rest, ok := strings.CutPrefix(m.ReplyTo, "/queue/"); ok && strings.HasPrefix(rest, "/") {
 				m.ReplyTo = rest
 			}
+			// Reply-to travels in STOMP spelling (transport.Message.ReplyTo):
+			// /amq/queue/x and /exchange/amq.topic/k read back as /queue/x, /topic/k.
+			if d, ok := fromAddress(m.ReplyTo); ok && !d.IsTemp() {
+				m.ReplyTo = d.StompPath()
+			}
 		}
 		if p.ContentType != nil {
 			m.ContentType = *p.ContentType
