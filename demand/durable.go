@@ -109,7 +109,8 @@ func sanitize(s string, n int) (out string, exact bool) {
 }
 
 // durableName returns the name of a durable group's subscription with the
-// user selector user (see Subscription.DurableName). The hash covers the
+// user selector user (see Subscription.DurableName). A conduit group has one
+// selector for its whole life (slotKey.selector), so its name never changes. The hash covers the
 // exact topic name, the selector and, for a solo group, the remote durable
 // subscription and the tag's origin, so that different selectors or remote
 // subscriptions get different names and a lossy sanitization cannot merge

@@ -53,25 +53,32 @@ func TestDurableDemand(t *testing.T) {
 			{ev: removed("d2"), action: Removed, changes: []string{"-destroy"}},
 			{ev: destroyed("s1"), action: Ignored, reason: ReasonUnknownDurable},
 		}},
-		{"durable selectors are OR-ed over online and offline durables", nil, []step{
+		{"each durable selector has its own subscription, kept while its remote durable exists", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
-			{ev: added(durableSub("d2", "s2", "b = 2")), action: Joined, changes: []string{"+r", "-rdestroy"}},
-			{ev: removed("d2"), action: Left},                                            // s2 offline keeps selecting b = 2
-			{ev: destroyed("s2"), action: Removed, changes: []string{"+r", "-rdestroy"}}, // back to a = 1
+			{ev: added(durableSub("d2", "s2", "b = 2")), action: Added, changes: subOnly}, // a = 1 untouched
+			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},             // s2 offline keeps b = 2
+			{ev: destroyed("s2"), action: Removed, changes: []string{"-destroy"}},
 			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
 		}},
-		{"a kept durable whose selector must change is destroyed", nil, []step{
+		{"another selector coming and going never touches an offline durable's backlog", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
-			{ev: added(durableSub("d2", "s2", "b = 2")), action: Joined, changes: []string{"+r", "-rdestroy"}},
-			{ev: removed("d1"), action: Left},
+			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
+			{ev: added(durableSub("d2", "s2", "b = 2")), action: Added, changes: subOnly},
 			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
 			{ev: destroyed("s2"), action: Removed, changes: []string{"-destroy"}},
-			{ev: added(durableSub("d3", "s1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(durableSub("d3", "s1", "a = 1")), action: Added, changes: subOnly}, // reactivates a = 1
+		}},
+		{"durables with the same selector share one subscription", nil, []step{
+			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(durableSub("d2", "s2", "a = 1")), action: Joined},
+			{ev: removed("d1"), action: Left},
+			{ev: destroyed("s1"), action: Removed}, // s2 still needs it
+			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
 		}},
 		{"a reconnecting durable subscriber with a new selector re-creates it", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
 			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
-			{ev: added(durableSub("d2", "s1", "c = 3")), action: Added, changes: []string{"+r", "-rdestroy"}},
+			{ev: added(durableSub("d2", "s1", "c = 3")), action: Added, changes: []string{"+", "-destroy"}},
 		}},
 		{"without conduit each remote durable subscription has its own", func(o *Options) { o.Conduit = false }, []step{
 			{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
@@ -224,8 +231,16 @@ func TestDurableNames(t *testing.T) {
 	if a, b := name("L", "a b", ""), name("L", "a_b", ""); a == b {
 		t.Errorf("topics %q and %q share the name %q", "a b", "a_b", a)
 	}
-	if a, b := name("L", "prices", "a = 1", "b = 2"), name("L", "prices", "b = 2", "a = 1"); a != b {
-		t.Errorf("the OR of the same selectors gives %q and %q", a, b)
+	// A second selector gets its own subscription; the first keeps its name.
+	tbl := New(opts())
+	ch, _ := tbl.Apply(added(durableSub("d1", "s1", "a = 1")))
+	first := ch[0].Sub.DurableName
+	ch, _ = tbl.Apply(added(durableSub("d2", "s2", "b = 2")))
+	if len(ch) != 1 || ch[0].Kind != Subscribe || ch[0].Sub.DurableName == first || ch[0].Replaces != "" {
+		t.Errorf("a second durable selector gives %+v", ch)
+	}
+	if subs := tbl.Subscriptions(); len(subs) != 2 || subs[0].DurableName != first {
+		t.Errorf("after a second selector: %+v, want %s kept", subs, first)
 	}
 }
 

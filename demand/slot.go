@@ -36,6 +36,10 @@ type slotKey struct {
 	// consumer id for a solo non-durable group; durableKey.String() for a
 	// solo durable group.
 	id string
+	// selector is the user selector of a topic conduit group: topic demand
+	// is one group per distinct selector, so that no subscription is ever
+	// replaced while a consumer it serves remains (see conduitSelector).
+	selector string
 }
 
 // compare orders keys deterministically within one destination.
@@ -49,7 +53,10 @@ func (k slotKey) compare(o slotKey) int {
 		}
 		return -1
 	}
-	return strings.Compare(k.id, o.id)
+	if c := strings.Compare(k.id, o.id); c != 0 {
+		return c
+	}
+	return strings.Compare(k.selector, o.selector)
 }
 
 // slot holds what one demand group, static include or replay subscription
