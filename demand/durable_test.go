@@ -56,7 +56,7 @@ func TestDurableDemand(t *testing.T) {
 		{"each durable selector has its own subscription, kept while its remote durable exists", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
 			{ev: added(durableSub("d2", "s2", "b = 2")), action: Added, changes: subOnly}, // a = 1 untouched
-			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},             // s2 offline keeps b = 2
+			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},              // s2 offline keeps b = 2
 			{ev: destroyed("s2"), action: Removed, changes: []string{"-destroy"}},
 			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
 		}},
