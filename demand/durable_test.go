@@ -2,6 +2,7 @@ package demand
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,5 +261,104 @@ func TestNetworkDurableIsNeverSuppressed(t *testing.T) {
 	s := tbl.Subscriptions()[0]
 	if s.DurableName == "" || s.DurableName == "bn_L_prices" {
 		t.Fatalf("network durable demand %+v, want a name of its own", s)
+	}
+}
+
+// TestRestoreAndStaleDurables follows a bridge restart: the remote durable
+// subscriptions recorded before are restored as offline, a replayed one
+// reactivates its demand under the same name, and only durable demand that
+// no remote durable subscription wants is destroyed.
+func TestRestoreAndStaleDurables(t *testing.T) {
+	before := New(opts())
+	b := newBroker()
+	for _, ev := range []advisory.Event{
+		added(durableSub("d1", "s1", "k = 'a'")), removed("d1"), // offline with a backlog
+		added(durableSub("d2", "s2", "k = 'b'")),                // online
+		added(durableSub("d3", "s3", "k = 'c'")), removed("d3"),
+	} {
+		ch, _ := before.Apply(ev)
+		b.apply(t, ch)
+	}
+	recs := before.Durables()
+	if len(recs) != 3 || recs[0].Consumer.ID != "" || recs[0].Consumer.SubscriptionName != "s1" || recs[0].DemandName == "" {
+		t.Fatalf("Durables() = %+v", recs)
+	}
+	names := map[string]string{} // subscription name -> demand name
+	var held []Subscription
+	for _, r := range recs {
+		names[r.Consumer.SubscriptionName] = r.DemandName
+		held = append(held, Subscription{Destination: r.Consumer.Destination, DurableName: r.DemandName})
+	}
+	// The bridge restarts: s3 was destroyed meanwhile (its removal missed)
+	// and forgotten by the record; an older naming rule left one more name.
+	held = append(held, Subscription{Destination: tPrices, DurableName: "bn_L_prices_0123456789ab"})
+	after := New(opts())
+	if skipped := after.Restore(recs[:2]); skipped != 0 {
+		t.Fatalf("Restore skipped %d", skipped)
+	}
+	if ch, _ := after.Apply(advisory.Event{}); len(ch) != 0 {
+		t.Fatalf("an invalid event after Restore changed %+v", ch)
+	}
+	kept := after.InactiveDurables()
+	if len(kept) != 2 || kept[0].DurableName != names["s1"] || kept[1].DurableName != names["s2"] {
+		t.Fatalf("restored %+v, want %s and %s kept", kept, names["s1"], names["s2"])
+	}
+	// The broker as the restarted bridge finds it.
+	b = newBroker()
+	for _, k := range kept {
+		b.kept[k.DurableName] = k
+	}
+	runStepsOn(t, after, b, []step{
+		{ev: added(durableSub("d4", "s2", "k = 'b'")), action: Added, changes: subOnly}, // replayed: reactivates
+	})
+	if s := after.Subscriptions(); len(s) != 1 || s[0].DurableName != names["s2"] {
+		t.Fatalf("reactivated %+v, want %s", s, names["s2"])
+	}
+	stale := after.StaleDurables(held)
+	var got []string
+	for _, ch := range stale {
+		if ch.Kind != Unsubscribe || !ch.DestroyDurable || ch.Sub.ID == "" || ch.Sub.Destination != tPrices {
+			t.Fatalf("stale change %+v", ch)
+		}
+		got = append(got, ch.Sub.DurableName)
+	}
+	want := []string{"bn_L_prices_0123456789ab", names["s3"]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("stale %q, want %q", got, want)
+	}
+	// A missed-then-seen destruction of a restored durable destroys it.
+	runStepsOn(t, after, b, []step{
+		{ev: destroyed("s1"), action: Removed, changes: []string{"-destroy"}},
+	})
+	if recs := after.Durables(); len(recs) != 1 || recs[0].DemandName != names["s2"] {
+		t.Fatalf("Durables() after = %+v", recs)
+	}
+	// Restore ignores what it knows and what Apply would refuse.
+	q := durableSub("", "sq", "")
+	q.Destination = qOrders
+	if skipped := after.Restore([]RemoteDurable{recs[0], {Consumer: q}, {Consumer: plain("", tPrices)}}); skipped != 2 {
+		t.Fatalf("Restore skipped %d, want 2", skipped)
+	}
+}
+
+// TestStaleDurablesKeepsWantedNames checks that nothing the table holds,
+// live or kept, is ever stale.
+func TestStaleDurablesKeepsWantedNames(t *testing.T) {
+	tbl := New(opts())
+	b := runSteps(t, tbl, []step{
+		{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
+		{ev: added(durableSub("d2", "s2", "x = 1")), action: Added, changes: subOnly},
+		{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
+	})
+	var held []Subscription
+	for _, s := range b.live {
+		held = append(held, s)
+	}
+	for _, s := range b.kept {
+		held = append(held, s, s) // duplicates too
+	}
+	if stale := tbl.StaleDurables(held); len(stale) != 0 {
+		t.Fatalf("stale %+v", stale)
 	}
 }
