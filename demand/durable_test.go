@@ -273,7 +273,7 @@ func TestRestoreAndStaleDurables(t *testing.T) {
 	b := newBroker()
 	for _, ev := range []advisory.Event{
 		added(durableSub("d1", "s1", "k = 'a'")), removed("d1"), // offline with a backlog
-		added(durableSub("d2", "s2", "k = 'b'")),                // online
+		added(durableSub("d2", "s2", "k = 'b'")), // online
 		added(durableSub("d3", "s3", "k = 'c'")), removed("d3"),
 	} {
 		ch, _ := before.Apply(ev)
