@@ -1,0 +1,217 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+)
+
+// These tests cover issue 8, defects 1 and 2: demand subscriptions that come
+// and go must never cost a topic subscriber, durable or not, a message.
+
+// settled waits until the bridge applied an advisory after before and has no
+// subscription awaiting the local broker's confirmation.
+func settled(t *testing.T, br *running, before int64) {
+	t.Helper()
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		st := br.Stats()
+		if st.Advisories.Load() <= before || st.PendingSubs.Load() != 0 {
+			return fmt.Errorf("%d advisories (was %d), %d subscriptions pending", st.Advisories.Load(), before, st.PendingSubs.Load())
+		}
+		return nil
+	})
+}
+
+// TestTopicSelectorChurnLosesNothing: a subscriber on B selecting k IN
+// ('a','b') receives a fast topic stream published on A while a second
+// subscriber selecting k IN ('b','c') joins and leaves several times. The
+// first gets every message it selects, once: its demand subscription is never
+// replaced (a replaced topic subscription loses what the broker held for it),
+// and the messages both select are forwarded once.
+func TestTopicSelectorChurnLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs brokers")
+	}
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	first := stomptest.Subscribe(t, b.StompURI(), "/topic/stream", "selector", "k IN ('a','b')")
+	waitDemand(t, ab, 1, 10*time.Second)
+
+	const chunk, chunks = 500, 60 // 30,000 messages, k cycling a, b, c by chunk
+	keys := []string{"a", "b", "c"}
+	want := 0
+	for i := range chunks {
+		if keys[i%3] != "c" {
+			want += chunk
+		}
+	}
+	pub := stomptest.Dial(t, a.StompURI())
+	sent := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var published sync.WaitGroup
+	published.Add(1)
+	go func() {
+		defer published.Done()
+		for i := range chunks {
+			if err := stomptest.Send(ctx, pub, "/topic/stream", i*chunk, chunk, false, "k", keys[i%3]); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	// The second subscriber comes and goes while the stream flows.
+	for range 4 {
+		before := ab.Stats().Advisories.Load()
+		second := stomptest.Subscribe(t, b.StompURI(), "/topic/stream", "selector", "k IN ('b','c')")
+		settled(t, ab, before)
+		before = ab.Stats().Advisories.Load()
+		second.Close()
+		settled(t, ab, before)
+	}
+	published.Wait()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Eventually(t, 60*time.Second, func() error {
+		if got := first.Distinct(); got < want {
+			return fmt.Errorf("first subscriber has %d of %d messages", got, want)
+		}
+		return nil
+	})
+	var missing []int
+	for i := range chunks {
+		if keys[i%3] != "c" {
+			missing = append(missing, first.Missing(i*chunk, chunk)...)
+		}
+	}
+	if len(missing) > 0 || first.Duplicates() != 0 || first.Count() != want {
+		t.Fatalf("first subscriber: %d received, %d missing, %d duplicates, want %d once each",
+			first.Count(), len(missing), first.Duplicates(), want)
+	}
+	t.Logf("first subscriber got all %d messages once; %d forwarded", want, ab.Stats().Forwarded.Load())
+}
+
+// durableConsumer subscribes a durable subscriber to topic on broker b.
+func durableConsumer(t *testing.T, b *testbroker.ActiveMQ, clientID, name, topic, selector string) *stomptest.Consumer {
+	t.Helper()
+	return stomptest.Subscribe(t, b.StompURI()+"?clientId="+clientID, "/topic/"+topic,
+		"activemq.subscriptionName", name, "selector", selector)
+}
+
+// TestDurableBacklogSurvivesOtherSelector: a durable subscriber selecting
+// k = 'a' is offline on B while 1,000 persistent messages for it are
+// published on A; a second durable subscriber selecting k = 'b' comes and
+// goes; the first comes back and gets all 1,000. Its durable demand on A is
+// never destroyed while its remote durable subscription exists.
+func TestDurableBacklogSurvivesOtherSelector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs brokers")
+	}
+	bs := startBrokers(t, 2, true)
+	a, b := bs[0], bs[1]
+	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	da := durableConsumer(t, b, "durable-a", "sa", "feed", "k = 'a'")
+	waitDemand(t, ab, 1, 10*time.Second)
+	before := ab.Stats().Advisories.Load()
+	da.Close()
+	settled(t, ab, before)
+	waitDemand(t, ab, 0, 10*time.Second)
+
+	stomptest.SendN(t, a.StompURI(), "/topic/feed", 0, 1000, true, "k", "a")
+
+	db := durableConsumer(t, b, "durable-b", "sb", "feed", "k = 'b'")
+	waitDemand(t, ab, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/topic/feed", 5000, 10, true, "k", "b")
+	db.WaitDistinct(10, 20*time.Second)
+	before = ab.Stats().Advisories.Load()
+	db.Close()
+	settled(t, ab, before)
+
+	da = durableConsumer(t, b, "durable-a", "sa", "feed", "k = 'a'")
+	da.WaitDistinct(1000, 60*time.Second)
+	if m := da.Missing(0, 1000); len(m) > 0 || da.Duplicates() != 0 {
+		t.Fatalf("durable subscriber: %d missing, %d duplicates", len(m), da.Duplicates())
+	}
+}
+
+// topicSize returns what broker b holds for durable subscriptions of topic
+// (the statistics plugin's size), 0 when the topic does not exist.
+func topicSize(b *testbroker.ActiveMQ, topic string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := b.TopicStats(ctx, topic)
+	if errors.Is(err, testbroker.ErrNoSuchDestination) {
+		return 0, nil
+	}
+	return st.Size, err
+}
+
+// TestDurableDestroyedWhileBridgeDown: a durable subscriber on B goes offline,
+// the bridge stops, messages for it accumulate on A, and the subscriber
+// destroys its durable subscription. Once the bridge is back, the durable
+// demand subscription on A is gone with what it held, and later messages no
+// longer accumulate.
+func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs brokers")
+	}
+	bs := startBrokers(t, 2, true)
+	a, b := bs[0], bs[1]
+	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	d := durableConsumer(t, b, "durable-x", "sx", "gone", "")
+	waitDemand(t, ab, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/topic/gone", 0, 10, true)
+	d.WaitDistinct(10, 20*time.Second)
+	before := ab.Stats().Advisories.Load()
+	d.Close()
+	settled(t, ab, before)
+	if err := ab.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kept for the offline subscriber by the durable demand on A.
+	stomptest.SendN(t, a.StompURI(), "/topic/gone", 100, 50, true)
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if n, err := topicSize(a, "gone"); err != nil || n != 50 {
+			return fmt.Errorf("A holds %d for the durable demand (%v), want 50", n, err)
+		}
+		return nil
+	})
+	// The subscriber destroys its durable subscription while the bridge is down.
+	c := stomptest.Dial(t, b.StompURI()+"?clientId=durable-x")
+	done := make(chan error, 1)
+	if err := c.WriteReceipt(context.Background(), frame.New(frame.UNSUBSCRIBE, frame.Id, "x",
+		"activemq.subscriptionName", "sx"), func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.Close(context.Background())
+
+	startBridge(t, a.StompURI(), b.StompURI(), nil)
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if n, err := topicSize(a, "gone"); err != nil || n != 0 {
+			return fmt.Errorf("A still holds %d for a destroyed remote durable subscription (%v)", n, err)
+		}
+		return nil
+	})
+	stomptest.SendN(t, a.StompURI(), "/topic/gone", 200, 50, true)
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if n, err := topicSize(a, "gone"); err != nil || n != 0 {
+			return fmt.Errorf("A accumulates %d messages for nobody (%v)", n, err)
+		}
+		return nil
+	})
+}
