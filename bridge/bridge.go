@@ -15,7 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Config configures one direction of forwarding, LOCAL → REMOTE.
@@ -23,14 +24,14 @@ type Config struct {
 	// Name identifies the bridge in logs, for example "a->b".
 	Name string
 	// Local is the broker where demand subscriptions are made and messages are taken.
-	Local stomp.URI
+	Local transport.Endpoint
 	// Remote is the broker whose consumers create demand and which receives messages.
-	Remote stomp.URI
+	Remote transport.Endpoint
 	// LocalFailover and RemoteFailover are further URIs of the same logical broker
 	// (a master/slave pair): each connection attempt dials Local (Remote) and then
 	// these in order, and uses the first that answers, so the bridge never talks to
 	// two of them at once.
-	LocalFailover, RemoteFailover []stomp.URI
+	LocalFailover, RemoteFailover []transport.Endpoint
 	// LocalID and RemoteID override the broker ids learnt from the brokers.
 	LocalID, RemoteID string
 	// Demand holds the demand rules (conduit, TTLs, priorities, filters, prefetch).
@@ -50,6 +51,13 @@ type Config struct {
 	// ReplayRateLimit caps replayed messages per second (0: no limit), like
 	// ActiveMQ's rateLimit on the conditional network bridge filter.
 	ReplayRateLimit int
+	// DeadLetterQueue is where a message the remote broker rejects (or refuses
+	// MaxRefusals times) goes on the local broker. Default queue ActiveMQ.DLQ.
+	DeadLetterQueue destination.Destination
+	// MaxRefusals is how often the remote broker may refuse one message (end the
+	// connection with an error while it was in flight) before it is dead-lettered.
+	// Default 3.
+	MaxRefusals int
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// Log receives one line per state change.
@@ -71,6 +79,12 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCommits <= 0 {
 		c.MaxCommits = 2
+	}
+	if c.DeadLetterQueue.Name == "" {
+		c.DeadLetterQueue = destination.Destination{Kind: destination.Queue, Name: "ActiveMQ.DLQ"}
+	}
+	if c.MaxRefusals <= 0 {
+		c.MaxRefusals = 3
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
@@ -95,6 +109,7 @@ type Stats struct {
 	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions ended by an error
+	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.
@@ -102,6 +117,10 @@ type Bridge struct {
 	cfg   Config
 	log   zerolog.Logger
 	stats Stats
+
+	// refusals counts, per message id, the sessions the remote broker ended
+	// while the message was in flight.
+	refusals refusals
 
 	mu   sync.Mutex
 	up   bool
@@ -186,12 +205,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
+		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
+			b.refusals.add(s.suspects())
+		}
 		if s.wasUp {
 			attempt = 0
 		}
-		delay := b.cfg.Remote.Reconnect
+		delay := b.cfg.Remote.Backoff()
 		if s.localFailed {
-			delay = b.cfg.Local.Reconnect
+			delay = b.cfg.Local.Backoff()
 		}
 		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
 		if !delay.Sleep(ctx, attempt) {
@@ -199,5 +221,37 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return nil
 		}
 		attempt++
+	}
+}
+
+// refusals counts, per message id, how often the remote broker ended a session
+// while the message was in flight with a refusal. It is bounded: at most
+// maxSuspects ids are remembered. Only Run's goroutine (and the session it runs)
+// uses it.
+type refusals struct {
+	counts map[string]int
+}
+
+const maxSuspects = 1 << 14
+
+func (r *refusals) add(ids []string) {
+	if r.counts == nil {
+		r.counts = make(map[string]int)
+	}
+	for _, id := range ids {
+		if _, ok := r.counts[id]; !ok && len(r.counts) >= maxSuspects {
+			continue
+		}
+		r.counts[id]++
+	}
+}
+
+func (r *refusals) count(id string) int {
+	return r.counts[id]
+}
+
+func (r *refusals) forget(id string) {
+	if len(r.counts) > 0 {
+		delete(r.counts, id)
 	}
 }

@@ -1,114 +1,55 @@
 package bridge
 
 import (
-	"context"
-	"fmt"
 	"strconv"
-	"time"
-
-	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/advisory"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
-// dropOnForward lists MESSAGE headers that belong to the delivery, not to the
-// message: they are recomputed or meaningless on the remote broker. Everything else
-// — persistent, priority, expires, timestamp, correlation-id, reply-to, type,
-// content-type and every application header — is copied unchanged.
-var dropOnForward = map[string]bool{
-	frame.Subscription:  true,
-	frame.MessageId:     true,
-	frame.Ack:           true,
-	frame.Destination:   true,
-	frame.ContentLength: true,
-	frame.Receipt:       true,
-	frame.Transaction:   true,
-	"redelivered":       true,
-	advisory.PathHeader: true,
-	advisory.HopsHeader: true,
-	advisory.ForHeader:  true,
-}
-
-// forwardFrame turns a MESSAGE received locally into the SEND for the remote broker,
-// inside transaction tx, recording that it left broker localID.
+// outgoing returns the message to send to the remote broker for m, received
+// locally: the same message, recording that it left broker localID.
 //
 // The hop path is "|id1|id2|": the brokers the message has left, in order. The
 // demand subscription's selector keeps the local broker from dispatching a message
 // whose path holds the remote broker or whose hop count reached messageTTL, so a
-// message never revisits a broker and never travels further than allowed.
-func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Frame {
-	h := m.Header
-	kv := make([]string, 0, 2*(h.Len()+4))
-	kv = append(kv, frame.Destination, h.Get(frame.Destination), frame.Transaction, tx)
-	hops, _ := strconv.Atoi(h.Get(advisory.HopsHeader))
-	kv = append(kv,
-		advisory.PathHeader, advisory.AppendPath(h.Get(advisory.PathHeader), localID),
-		advisory.HopsHeader, strconv.Itoa(hops+1))
-	if len(forIDs) > 0 {
-		kv = append(kv, advisory.ForHeader, advisory.FormatPath(forIDs))
-	}
-	if _, ok := h.Contains(frame.ContentLength); ok {
-		// A content-length makes ActiveMQ build a BytesMessage, its absence a
-		// TextMessage: keep whichever the producer chose.
-		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
-	}
-	copied := len(kv)
-	for i := 0; i < h.Len(); i++ {
-		k, v := h.GetAt(i)
-		if dropOnForward[k] || repeated(kv[copied:], k) {
-			// STOMP says the first of repeated headers wins; send only that one.
+// message never revisits a broker and never travels further than allowed. A topic
+// message also carries the brokers it is sent for (forIDs), which topic demand
+// subscriptions there select on. brokernet's own headers come first.
+func outgoing(m *transport.Message, localID string, forIDs []string) *transport.Message {
+	out := *m
+	out.ID = ""
+	out.Redelivered = false
+	var path string
+	var hops int
+	props := make([]transport.Property, 3, len(m.Props)+3)
+	for _, p := range m.Props {
+		switch p.Name {
+		case advisory.PathHeader:
+			path, _ = p.Value.(string)
+			continue
+		case advisory.HopsHeader:
+			switch v := p.Value.(type) {
+			case string:
+				hops, _ = strconv.Atoi(v)
+			case int32:
+				hops = int(v)
+			case int64:
+				hops = int(v)
+			}
+			continue
+		case advisory.ForHeader:
 			continue
 		}
-		kv = append(kv, k, v)
+		props = append(props, p)
 	}
-	// frame.Header has no way to take a slice as it is; NewHeader copies it once.
-	return &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(kv...), Body: m.Body}
-}
-
-// repeated reports whether key is among the keys of the key, value list kv.
-func repeated(kv []string, key string) bool {
-	for i := 0; i < len(kv); i += 2 {
-		if kv[i] == key {
-			return true
-		}
+	props[0] = transport.Property{Name: advisory.PathHeader, Value: advisory.AppendPath(path, localID)}
+	props[1] = transport.Property{Name: advisory.HopsHeader, Value: strconv.Itoa(hops + 1)}
+	if len(forIDs) > 0 {
+		props[2] = transport.Property{Name: advisory.ForHeader, Value: advisory.FormatPath(forIDs)}
+	} else {
+		props = append(props[:2], props[3:]...)
 	}
-	return false
-}
-
-const connectionAdvisory = "/topic/ActiveMQ.Advisory.Connection"
-
-// brokerID returns the broker's id: override when set, else what the broker tells.
-// ActiveMQ replays a connection advisory for every open connection — ours included —
-// to a new subscriber, and puts its brokerId on it as originBrokerId.
-func brokerID(ctx context.Context, c *stomp.Conn, override string) (string, error) {
-	if override != "" {
-		return override, nil
-	}
-	if c.Flavour() != stomp.ActiveMQ {
-		return "", fmt.Errorf("%s (%s) does not tell its broker id; configure it (--local-id/--remote-id)", c.URI(), c.Server())
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.Subscribe(ctx, identitySub, connectionAdvisory, "auto",
-		advisory.TransformationHeader, advisory.TransformationJSON); err != nil {
-		return "", err
-	}
-	defer c.Write(context.WithoutCancel(ctx), frame.New(frame.UNSUBSCRIBE, frame.Id, identitySub))
-	for {
-		select {
-		case f, ok := <-c.Deliveries():
-			if !ok {
-				return "", c.Err()
-			}
-			if f.Header.Get(frame.Subscription) != identitySub {
-				continue
-			}
-			if id := f.Header.Get("originBrokerId"); id != "" {
-				return id, nil
-			}
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for the broker id on %s: %w", connectionAdvisory, ctx.Err())
-		}
-	}
+	out.Props = props
+	return &out
 }

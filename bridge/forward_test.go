@@ -4,14 +4,24 @@ import (
 	"testing"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/transport/stomp"
 )
+
+// forwardFrame is the STOMP→STOMP path of one message: MESSAGE received locally,
+// mapped to a transport.Message, stamped by outgoing, mapped to the SEND.
+func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Frame {
+	return stomp.SendFrame(outgoing(stomp.MessageOf(m), localID, forIDs), tx)
+}
 
 func TestForwardFrame(t *testing.T) {
 	m := frame.New(frame.MESSAGE,
 		"content-length", "5", "destination", "/topic/t", "subscription", "bn-d1",
 		"message-id", "ID:1", "ack", "ID:1", "redelivered", "true",
 		"persistent", "true", "priority", "7", "x-app", "first", "x-app", "second",
-		"BrokernetPath", "|A|", "BrokernetHops", "1", "BrokernetFor", "|B|")
+		"BrokernetPath", "|A|", "BrokernetHops", "1", "BrokernetFor", "|B|",
+		"expires", "1796035828134", "correlation-id", "c-1", "reply-to", "/queue/r",
+		"type", "T", "content-type", "text/x", "timestamp", "1796035828000")
 	m.Body = []byte("hello")
 	out := forwardFrame(m, "B", "tx-9", []string{"C", "D"})
 	if out.Command != frame.SEND || string(out.Body) != "hello" {
@@ -27,6 +37,12 @@ func TestForwardFrame(t *testing.T) {
 		"persistent":     "true",
 		"priority":       "7",
 		"x-app":          "first",
+		"expires":        "1796035828134",
+		"timestamp":      "1796035828000",
+		"correlation-id": "c-1",
+		"reply-to":       "/queue/r",
+		"type":           "T",
+		"content-type":   "text/x",
 	}
 	got := map[string]string{}
 	for i := 0; i < out.Header.Len(); i++ {
@@ -58,5 +74,25 @@ func TestForwardFrame(t *testing.T) {
 	}
 	if got := out.Header.Get("BrokernetPath"); got != "|A|" {
 		t.Errorf("first hop path = %q, want |A|", got)
+	}
+	if _, ok := out.Header.Contains("priority"); ok {
+		t.Error("a message without priority gained one")
+	}
+}
+
+func TestForwardFrameManyHeadersKeepsFirst(t *testing.T) {
+	kv := []string{"destination", "/queue/q"}
+	for i := 0; i < 40; i++ {
+		kv = append(kv, "h", string(rune('a'+i%26)))
+	}
+	out := forwardFrame(frame.New(frame.MESSAGE, kv...), "A", "", nil)
+	n := 0
+	for i := 0; i < out.Header.Len(); i++ {
+		if k, _ := out.Header.GetAt(i); k == "h" {
+			n++
+		}
+	}
+	if n != 1 || out.Header.Get("h") != "a" {
+		t.Fatalf("repeated header sent %d times, first %q; want once, %q", n, out.Header.Get("h"), "a")
 	}
 }

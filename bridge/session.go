@@ -4,199 +4,132 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/go-stomp/stomp/v3/frame"
+	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // A session is one connected life of a bridge: both connections, the demand table
 // built from the advisory replay, and the messages in flight. Everything in it is
-// owned by the goroutine running session.run; the connections' reader goroutines
-// talk to it only through channels. When either connection fails the session ends,
-// the local broker takes back every unacknowledged message, and Bridge.Run starts a
-// new session, which rebuilds demand from scratch.
+// owned by the goroutine running session.run; each connection talks to it through
+// its one ordered event stream. When a connection fails the session ends, the local
+// broker takes back every unsettled message, and Bridge.Run starts a new session,
+// which rebuilds demand from scratch.
+//
+// The session's concerns live in files of their own: the event loop here,
+// subscriptions.go (demand subscriptions on the local broker), window.go (the
+// window, batches and confirmations), replay.go (replay subscriptions' delay and
+// rate), dedup.go (topic copies), forward.go (what a forwarded message carries).
 type session struct {
 	b   *Bridge
 	cfg *Config
+	log zerolog.Logger
 
-	local, remote *stomp.Conn
-	localID       string
-	remoteID      string
-	table         *demand.Table
-
+	local, remote *peer
 	// durable is the local connection that holds durable demand subscriptions. It
 	// is dialed when the first one is needed: durable subscriptions need a stable
 	// client-id, and ActiveMQ then reports that client-id instead of the
-	// connection id in the CONNECTED session header, which the main local
-	// connection needs to recognise its own consumers in local advisories.
-	durable   *stomp.Conn
-	durableIn <-chan *frame.Frame
+	// connection id in its advisories, which the main local connection needs to
+	// recognise its own consumers.
+	durable *peer
+
+	localID, remoteID string
+	table             *demand.Table
+
+	subs map[string]*demandSub // by subscription id
 	// waitingDurable holds durable subscriptions to make once the live
 	// subscription with the same name is gone: ActiveMQ refuses a second one.
 	waitingDurable map[string]demand.Subscription
 
-	subs map[string]*demandSub // by STOMP subscription id
+	dedup  topicDedup
+	replay replayState
 
-	// seen remembers the ids of recent topic messages while a topic has more
-	// than one of our demand subscriptions (routes to several brokers, or a
-	// subscription being replaced): the broker gives each a copy, and each
-	// message is forwarded once. A ring bounds it.
-	seen     map[string]struct{}
-	seenRing []string
-	seenPos  int
+	// backlog holds local deliveries taken from the stream while the window was
+	// full, in order: the stream is always read, so that confirmations behind
+	// deliveries are never stuck. The subscriptions' prefetch bounds it.
+	backlog []transport.Event
 
-	replayDue *notifier[string] // replay subscriptions whose delay has passed ("" = rate limiter tick)
-	timers    []*time.Timer
-
-	// Replay rate limiting (Config.ReplayRateLimit): a token bucket and the
-	// replay messages waiting for tokens.
-	replayQ     []*frame.Frame
-	tokens      float64
-	refilled    time.Time
-	replayTimer bool
-
-	open       *txn          // transaction being filled, nil if none
-	committing int           // commits awaiting their receipt
-	inFlight   int           // forwarded, not yet acknowledged on the local broker (window)
-	commits    chan txResult // commit outcomes from the remote reader goroutine
-	txSeq      uint64
-	markSeq    uint64 // empty local transactions that confirm ACKs
-
-	// ready carries the ids of demand subscriptions the local broker confirmed.
-	ready *notifier[string]
-	// acked carries transactions whose ACKs a local connection confirmed.
-	acked *notifier[*txn]
+	open       *txn   // batch being filled, nil if none
+	committing int    // batches awaiting their confirmation
+	inCommit   []*txn // those batches, oldest first
+	inFlight   int    // forwarded, not yet settled on the local broker (window)
+	// retry holds forwarded messages the remote released, to send again.
+	retry      []*entry
+	retryTimer *time.Timer
+	retryDue   chan struct{}
+	// isolating is set while a suspect message (one the remote refused before)
+	// waits to be sent alone, or is in flight alone.
+	isolating bool
+	// dirty are subscriptions that may have entries to settle.
+	dirty map[*demandSub]struct{}
 
 	wasUp       bool
 	localFailed bool
 }
 
-// demandSub is a demand subscription open on the local broker.
-type demandSub struct {
-	sub  demand.Subscription
-	conn *stomp.Conn // the local connection it lives on
-	// individual subscriptions are acknowledged message by message (ack mode
-	// client-individual) instead of cumulatively.
-	individual bool
-	active     bool // the broker confirmed the SUBSCRIBE
-	removing   bool // UNSUBSCRIBE is due once inFlight reaches zero
-	unsub      demand.Change
-	inFlight   int // forwarded (or acknowledgement-only) messages awaiting a commit
-	// forID is the broker this topic subscription forwards toward (Tag.For).
-	forID string
-	// replaced is an Unsubscribe waiting for its replacement to be confirmed by
-	// the broker: until then this subscription keeps forwarding, so that a topic
-	// loses nothing in between (copies are de-duplicated).
-	replaced *demand.Change
+// peer is one connection of a session with its pending confirmations.
+type peer struct {
+	conn   transport.Conn
+	name   string // for errors: "local broker", "remote broker", ...
+	local  bool   // a connection to the local broker
+	events <-chan transport.Event
+	// ops are the actions waiting for a Confirmed or Refused event, by token.
+	ops map[transport.Token]func(transport.Event) error
 }
 
-// seenCapacity bounds the topic message ids remembered for de-duplication.
-const seenCapacity = 1 << 16
-
-// txn is one transaction on the remote broker. Its parts record, per demand
-// subscription, how many messages it carries and the ack id of the last one: the
-// local acknowledgement is cumulative (ack mode "client"), and commits complete in
-// order on one connection, so one ACK per subscription confirms the whole part.
-type txn struct {
-	id    string
-	n     int
-	parts []txPart
-	// acksPending counts the local connections whose ACK receipt is awaited.
-	acksPending int
+func newPeer(c transport.Conn, name string, local bool) *peer {
+	return &peer{conn: c, name: name, local: local, events: c.Events(), ops: make(map[transport.Token]func(transport.Event) error)}
 }
 
-type txPart struct {
-	sub     *demandSub
-	n       int      // messages forwarded in this transaction
-	held    int      // messages whose ACK waits for this commit: n plus acknowledgement-only ones
-	lastAck ackRef   // the last message's ack reference
-	acks    []ackRef // every message's, for individual subscriptions
-}
+// errorf wraps err with the peer's name.
+func (p *peer) errorf(err error) error { return fmt.Errorf("%s: %w", p.name, err) }
 
-// ackRef is what an ACK needs of a MESSAGE: its STOMP 1.2 "ack" header, or for
-// STOMP 1.1 its subscription and message-id.
-type ackRef struct {
-	id, sub, msgID string
-}
-
-func ackRefOf(m *frame.Frame) ackRef {
-	if id, ok := m.Header.Contains(frame.Ack); ok {
-		return ackRef{id: id}
-	}
-	return ackRef{sub: m.Header.Get(frame.Subscription), msgID: m.Header.Get(frame.MessageId)}
-}
-
-// frame builds the ACK. In ack mode "client" it acknowledges every message the
-// subscription received up to this one.
-func (a ackRef) frame() *frame.Frame {
-	if a.id != "" {
-		return frame.New(frame.ACK, frame.Id, a.id)
-	}
-	return frame.New(frame.ACK, frame.Subscription, a.sub, frame.MessageId, a.msgID)
-}
-
-type txResult struct {
-	tx  *txn
-	err error
-}
-
-const (
-	advisorySubQueue = "bn-adv-queue"
-	advisorySubTopic = "bn-adv-topic"
-	localAdvQueue    = "bn-ladv-queue"
-	localAdvTopic    = "bn-ladv-topic"
-	identitySub      = "bn-identity"
-)
+// await registers what to do when the request with tok is confirmed or refused.
+func (p *peer) await(tok transport.Token, op func(transport.Event) error) { p.ops[tok] = op }
 
 func newSession(b *Bridge) *session {
 	return &session{
 		b:              b,
 		cfg:            &b.cfg,
+		log:            b.log,
 		subs:           make(map[string]*demandSub),
-		seen:           make(map[string]struct{}),
-		seenRing:       make([]string, seenCapacity),
 		waitingDurable: make(map[string]demand.Subscription),
-		commits:        make(chan txResult, 64),
-		ready:          newNotifier[string](),
-		acked:          newNotifier[*txn](),
-		replayDue:      newNotifier[string](),
+		dedup:          newTopicDedup(),
+		replay:         newReplayState(),
+		retryDue:       make(chan struct{}, 1),
 	}
 }
 
 func (s *session) run(ctx context.Context) error {
-	log := s.b.log
 	// Writes during drain must not fail because ctx was cancelled.
 	wctx := context.WithoutCancel(ctx)
 
-	var err error
-	s.remote, err = dialAny(ctx, append([]stomp.URI{s.cfg.Remote}, s.cfg.RemoteFailover...))
+	rc, err := dialAny(ctx, s.cfg.Remote, s.cfg.RemoteFailover, transport.DialOptions{})
 	if err != nil {
 		return fmt.Errorf("remote broker: %w", err)
 	}
-	defer s.remote.Abort()
-	s.local, err = dialAny(ctx, append([]stomp.URI{s.cfg.Local}, s.cfg.LocalFailover...))
+	s.remote = newPeer(rc, "remote broker", false)
+	defer rc.Abort()
+	lc, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
-	defer s.local.Abort()
-	log.Info().Str("local", s.local.URI().String()).Str("remote", s.remote.URI().String()).
-		Str("local_server", s.local.Server()).Str("remote_server", s.remote.Server()).Msg("connected")
+	s.local = newPeer(lc, "local broker", true)
+	defer lc.Abort()
+	li, ri := lc.Info(), rc.Info()
+	s.log.Info().Str("local_server", li.Server).Str("remote_server", ri.Server).
+		Str("local_protocol", li.Protocol).Str("remote_protocol", ri.Protocol).Msg("connected")
 
-	if s.localID, err = brokerID(ctx, s.local, s.cfg.LocalID); err != nil {
+	if s.localID, err = brokerID(ctx, lc, s.cfg.LocalID); err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker id: %w", err)
 	}
-	if s.remoteID, err = brokerID(ctx, s.remote, s.cfg.RemoteID); err != nil {
+	if s.remoteID, err = brokerID(ctx, rc, s.cfg.RemoteID); err != nil {
 		return fmt.Errorf("remote broker id: %w", err)
 	}
 	if s.localID == s.remoteID {
@@ -208,30 +141,25 @@ func (s *session) run(ctx context.Context) error {
 
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
 	// subscriber, so the table ends up right whether consumers came before or after us.
-	for id, topic := range map[string]string{advisorySubQueue: advisory.Topics()[0], advisorySubTopic: advisory.Topics()[1]} {
-		if err := s.remote.Subscribe(ctx, id, topic, "auto",
-			advisory.TransformationHeader, advisory.TransformationJSON); err != nil {
-			return fmt.Errorf("remote broker: %w", err)
-		}
+	if err := rc.WatchConsumers(ctx); err != nil {
+		return fmt.Errorf("remote broker: %w", err)
 	}
 	// Our own broker's consumers matter for duplicate-route suppression (which
 	// routes other bridges hold there) and for replay (whether local consumers exist).
 	o := s.cfg.Demand
 	if o.SuppressQueues || o.SuppressTopics || o.ReplayWhenNoConsumers {
-		for id, topic := range map[string]string{localAdvQueue: advisory.Topics()[0], localAdvTopic: advisory.Topics()[1]} {
-			if err := s.local.Subscribe(ctx, id, topic, "auto",
-				advisory.TransformationHeader, advisory.TransformationJSON); err != nil {
-				s.localFailed = true
-				return fmt.Errorf("local broker: %w", err)
-			}
+		if err := lc.WatchConsumers(ctx); err != nil {
+			s.localFailed = true
+			return fmt.Errorf("local broker: %w", err)
 		}
 	}
 	defer func() {
-		for _, t := range s.timers {
-			t.Stop()
+		s.replay.stop()
+		if s.retryTimer != nil {
+			s.retryTimer.Stop()
 		}
 		if s.durable != nil {
-			s.durable.Abort()
+			s.durable.conn.Abort()
 		}
 	}()
 	if err := s.apply(ctx, s.table.Start()); err != nil {
@@ -240,18 +168,18 @@ func (s *session) run(ctx context.Context) error {
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
 	s.b.setUp(true)
-	log.Info().Str("local_id", s.localID).Str("remote_id", s.remoteID).Msg("bridge up")
+	s.log.Info().Str("local_id", s.localID).Str("remote_id", s.remoteID).Msg("bridge up")
 	defer s.b.stats.DemandSubs.Store(0)
 	defer s.b.stats.PendingSubs.Store(0)
 
 	return s.loop(ctx, wctx)
 }
 
-// dialAny connects to the first of uris that answers.
-func dialAny(ctx context.Context, uris []stomp.URI) (*stomp.Conn, error) {
+// dialAny connects to the first of first and then failover that answers.
+func dialAny(ctx context.Context, first transport.Endpoint, failover []transport.Endpoint, opts transport.DialOptions) (transport.Conn, error) {
 	var errs []error
-	for _, u := range uris {
-		c, err := stomp.Dial(ctx, u, stomp.Options{})
+	for _, e := range append([]transport.Endpoint{first}, failover...) {
+		c, err := e.Dial(ctx, opts)
 		if err == nil {
 			return c, nil
 		}
@@ -263,158 +191,160 @@ func dialAny(ctx context.Context, uris []stomp.URI) (*stomp.Conn, error) {
 	return nil, errors.Join(errs...)
 }
 
+// brokerID returns the broker's id: override when set, else what the broker tells.
+func brokerID(ctx context.Context, c transport.Conn, override string) (string, error) {
+	if override != "" {
+		return override, nil
+	}
+	return c.BrokerID(ctx)
+}
+
 // loop is the session's event loop.
 func (s *session) loop(ctx, wctx context.Context) error {
 	var drainDeadline <-chan time.Time
 	draining := false
-	localIn := s.local.Deliveries()
-	remoteIn := s.remote.Deliveries()
 	for {
-		if draining && s.inFlight == 0 && s.open == nil && s.committing == 0 {
+		if draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
 			return s.closeGracefully(wctx)
-		}
-		var in, durIn <-chan *frame.Frame
-		if !draining && s.inFlight < s.cfg.Window {
-			in, durIn = localIn, s.durableIn
 		}
 		var cancelled <-chan struct{}
 		if !draining {
 			cancelled = ctx.Done()
 		}
+		var durIn <-chan transport.Event
+		if s.durable != nil {
+			durIn = s.durable.events
+		}
+		var err error
 		select {
 		case <-cancelled:
 			draining = true
 			t := time.NewTimer(s.cfg.DrainTimeout)
 			defer t.Stop()
 			drainDeadline = t.C
-			s.b.log.Info().Int("in_flight", s.inFlight).Msg("draining")
+			s.log.Info().Int("in_flight", s.inFlight).Msg("draining")
+			// What was taken while the window was full is given back unsettled.
+			s.backlog = nil
 			// Whatever is open is committed now; nothing new is taken.
-			if err := s.maybeCommit(wctx, true); err != nil {
-				return err
-			}
+			err = s.maybeCommit(wctx, true)
 		case <-drainDeadline:
 			return fmt.Errorf("drain timed out with %d messages in flight; they will be redelivered", s.inFlight)
-		case f, ok := <-in:
-			if !ok {
-				s.localFailed = true
-				return fmt.Errorf("local broker: %w", s.local.Err())
-			}
-			if err := s.onLocalMessage(wctx, f); err != nil {
+		case ev, ok := <-s.local.events:
+			err = s.onEvent(wctx, s.local, ev, ok, draining)
+		case ev, ok := <-durIn:
+			err = s.onEvent(wctx, s.durable, ev, ok, draining)
+		case ev, ok := <-s.remote.events:
+			err = s.onEvent(wctx, s.remote, ev, ok, draining)
+		case <-s.replay.due.signal:
+			err = s.onReplayDue(wctx)
+		case <-s.retryDue:
+			err = s.sendRetries(wctx)
+		}
+		if err != nil {
+			return err
+		}
+		if s.isolating && s.open == nil && s.committing == 0 {
+			// The suspect waiting at the head of the backlog may go alone now.
+			s.isolating = false
+		}
+		if !draining {
+			if err := s.takeBacklog(wctx); err != nil {
 				return err
 			}
-			if err := s.maybeCommit(wctx, len(localIn) == 0 && len(s.durableIn) == 0); err != nil {
-				return err
-			}
-		case f, ok := <-durIn:
-			if !ok {
-				s.localFailed = true
-				return fmt.Errorf("local broker (durable subscriptions): %w", s.durable.Err())
-			}
-			if err := s.onLocalMessage(wctx, f); err != nil {
-				return err
-			}
-			if err := s.maybeCommit(wctx, len(s.durableIn) == 0 && len(localIn) == 0); err != nil {
-				return err
-			}
-		case <-s.replayDue.signal:
-			for _, id := range s.replayDue.take() {
-				if id == "" {
-					// The replay rate limiter's timer.
-					s.replayTimer = false
-					if err := s.drainReplays(wctx); err != nil {
-						return err
-					}
-					if err := s.maybeCommit(wctx, len(localIn) == 0); err != nil {
-						return err
-					}
-					continue
-				}
-				if sub, ok := s.table.Lookup(id); ok && sub.Replay {
-					if err := s.subscribe(wctx, sub); err != nil {
-						return err
-					}
-				}
-			}
-		case f, ok := <-remoteIn:
-			if !ok {
-				return fmt.Errorf("remote broker: %w", s.remote.Err())
-			}
-			if err := s.onAdvisory(wctx, f); err != nil {
-				return err
-			}
-		case r := <-s.commits:
-			if r.err != nil {
-				return fmt.Errorf("remote broker: committing %d messages: %w", r.tx.n, r.err)
-			}
-			if err := s.onCommitted(wctx, r.tx); err != nil {
-				return err
-			}
-			if err := s.maybeCommit(wctx, draining || len(localIn) == 0); err != nil {
-				return err
-			}
-		case <-s.acked.signal:
-			for _, tx := range s.acked.take() {
-				if tx.acksPending--; tx.acksPending == 0 {
-					if err := s.onAcked(wctx, tx); err != nil {
-						return err
-					}
-				}
-			}
-			if err := s.maybeCommit(wctx, draining || len(localIn) == 0); err != nil {
-				return err
-			}
-		case <-s.ready.signal:
-			for _, id := range s.ready.take() {
-				if ds, ok := s.subs[id]; ok {
-					ds.active = true
-				}
-				if err := s.retireReplaced(wctx, id); err != nil {
-					return err
-				}
-			}
-			s.updateSubStats()
-		case <-s.local.Done():
-			s.localFailed = true
-			return fmt.Errorf("local broker: %w", s.local.Err())
-		case <-s.remote.Done():
-			return fmt.Errorf("remote broker: %w", s.remote.Err())
+		}
+		if err := s.maybeCommit(wctx, draining || s.idle()); err != nil {
+			return err
 		}
 	}
 }
 
-// closeGracefully disconnects both ends with receipts, so that every ACK written
-// before was processed by the local broker.
+// idle reports whether no local delivery is waiting to be read: the moment to
+// commit what is open rather than wait for more.
+func (s *session) idle() bool {
+	if len(s.local.events) > 0 || len(s.backlog) > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+		return false
+	}
+	return s.durable == nil || len(s.durable.events) == 0
+}
+
+// onEvent handles one event of connection p; ok is false once its stream ended.
+func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, draining bool) error {
+	if !ok {
+		if p.local {
+			s.localFailed = true
+		}
+		err := p.conn.Err()
+		if err == nil {
+			err = transport.ErrClosed
+		}
+		return p.errorf(err)
+	}
+	switch ev.Kind {
+	case transport.Delivery:
+		if !p.local || draining {
+			// Not taken: the broker redelivers it after this session.
+			return nil
+		}
+		if s.inFlight >= s.cfg.Window || len(s.backlog) > 0 || s.isolating {
+			s.backlog = append(s.backlog, ev)
+			return nil
+		}
+		return s.onLocalMessage(ctx, ev)
+	case transport.Confirmed, transport.Refused:
+		op, found := p.ops[ev.Token]
+		if !found {
+			return nil
+		}
+		delete(p.ops, ev.Token)
+		return op(ev)
+	case transport.Consumer:
+		if p == s.remote {
+			return s.onAdvisory(ctx, ev.Consumer)
+		}
+		return s.onLocalAdvisory(ctx, p, ev.Consumer)
+	case transport.BadConsumer:
+		s.b.stats.BadAdvisories.Add(1)
+		s.log.Warn().Err(ev.Err).Str("from", p.name).Msg("skipping malformed advisory")
+	}
+	return nil
+}
+
+// takeBacklog forwards deliveries that waited for room in the window.
+func (s *session) takeBacklog(ctx context.Context) error {
+	for len(s.backlog) > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+		ev := s.backlog[0]
+		s.backlog[0] = transport.Event{}
+		s.backlog = s.backlog[1:]
+		if err := s.onLocalMessage(ctx, ev); err != nil {
+			return err
+		}
+	}
+	if len(s.backlog) == 0 {
+		s.backlog = nil
+	}
+	return nil
+}
+
+// closeGracefully disconnects both ends, so that every settlement written before
+// was processed by the local broker.
 func (s *session) closeGracefully(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	errL := s.local.Close(ctx)
-	errR := s.remote.Close(ctx)
+	errL := s.local.conn.Close(ctx)
+	errR := s.remote.conn.Close(ctx)
 	var errD error
 	if s.durable != nil {
-		errD = s.durable.Close(ctx)
+		errD = s.durable.conn.Close(ctx)
 	}
 	return errors.Join(errL, errR, errD)
 }
 
-// onAdvisory applies one consumer advisory to the demand table and the broker.
-func (s *session) onAdvisory(ctx context.Context, f *frame.Frame) error {
-	sub := f.Header.Get(frame.Subscription)
-	if sub != advisorySubQueue && sub != advisorySubTopic {
-		return nil
-	}
-	ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
-	if errors.Is(err, advisory.ErrNotConsumerAdvisory) {
-		s.b.log.Debug().Str("body", advisory.Trim(f.Body, 200)).Msg("ignoring advisory")
-		return nil
-	}
-	if err != nil {
-		s.b.stats.BadAdvisories.Add(1)
-		s.b.log.Warn().Err(err).Str("body", advisory.Trim(f.Body, 300)).Msg("skipping malformed advisory")
-		return nil
-	}
+// onAdvisory applies one consumer advisory of the remote broker to the demand
+// table and the local broker.
+func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
 	changes, decision := s.table.Apply(ev)
-	s.b.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
-	err = s.apply(ctx, changes)
+	s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
+	err := s.apply(ctx, changes)
 	// Counted once its changes are written, so that a test seeing the count
 	// knows the local broker will process them before anything it sends later.
 	s.b.stats.Advisories.Add(1)
@@ -423,510 +353,14 @@ func (s *session) onAdvisory(ctx context.Context, f *frame.Frame) error {
 
 // onLocalAdvisory feeds a consumer advisory of the local broker to the table,
 // unless it is about one of our own subscriptions.
-func (s *session) onLocalAdvisory(ctx context.Context, f *frame.Frame) error {
-	ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
-	if errors.Is(err, advisory.ErrNotConsumerAdvisory) {
-		return nil
-	}
-	if err != nil {
-		s.b.stats.BadAdvisories.Add(1)
-		s.b.log.Warn().Err(err).Str("body", advisory.Trim(f.Body, 300)).Msg("skipping malformed local advisory")
-		return nil
-	}
+func (s *session) onLocalAdvisory(ctx context.Context, p *peer, ev advisory.Event) error {
 	// Our own consumers on the main connection are recognised by its connection id.
 	// Those on the durable connection are not (ActiveMQ reports the client-id as its
 	// session); feeding them to the table is harmless: they rank equal to ours.
-	if strings.HasPrefix(ev.Consumer.ID, s.local.Session()+":") {
+	if s.local.conn.OwnConsumer(ev.Consumer.ID) {
 		return nil
 	}
 	changes, decision := s.table.ApplyLocal(ev)
-	s.b.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("local advisory")
+	s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("local advisory")
 	return s.apply(ctx, changes)
-}
-
-// apply carries out the table's changes on the local broker, in order.
-func (s *session) apply(ctx context.Context, changes []demand.Change) error {
-	for _, ch := range changes {
-		switch ch.Kind {
-		case demand.Subscribe:
-			if ch.Sub.Replay && s.cfg.ReplayDelay > 0 {
-				// Replay only what has waited: the subscription starts after the delay,
-				// if the table still wants it then.
-				id := ch.Sub.ID
-				s.timers = append(s.timers, time.AfterFunc(s.cfg.ReplayDelay, func() { s.replayDue.add(id) }))
-				continue
-			}
-			if err := s.subscribe(ctx, ch.Sub); err != nil {
-				return err
-			}
-		case demand.Unsubscribe:
-			if err := s.unsubscribe(ctx, ch); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error {
-	f := frame.New(frame.SUBSCRIBE,
-		frame.Id, sub.ID,
-		frame.Destination, sub.Destination.StompPath(),
-		frame.Ack, "client",
-		"activemq.prefetchSize", strconv.Itoa(sub.Prefetch),
-		"activemq.priority", strconv.Itoa(sub.Priority))
-	if sub.Selector != "" {
-		f.Header.Add("selector", sub.Selector)
-	}
-	conn := s.local
-	if sub.DurableName != "" {
-		for _, ds := range s.subs {
-			if ds.sub.DurableName == sub.DurableName {
-				// Still being retired: subscribe right after its UNSUBSCRIBE.
-				s.waitingDurable[sub.DurableName] = sub
-				return nil
-			}
-		}
-		var err error
-		if conn, err = s.durableConn(ctx); err != nil {
-			return err
-		}
-		f.Header.Add("activemq.subscriptionName", sub.DurableName)
-	}
-	if sub.Static && strings.ContainsAny(sub.Destination.Name, "*>") {
-		// A wildcard subscription may deliver destinations that must not be
-		// forwarded; those stay unacknowledged, so acks must be individual.
-		f.Header.Set(frame.Ack, "client-individual")
-	}
-	// The receipt is not waited for here: that would stop this loop from draining
-	// the local deliveries the receipt may queue behind. It marks the subscription
-	// active when it arrives. A refused SUBSCRIBE comes back as an ERROR frame,
-	// which ends the session.
-	id := sub.ID
-	if err := conn.WriteReceipt(ctx, f, func(err error) {
-		if err == nil {
-			s.ready.add(id)
-		}
-	}); err != nil {
-		return fmt.Errorf("local broker: %w", err)
-	}
-	ds := &demandSub{sub: sub, conn: conn, individual: f.Header.Get(frame.Ack) == "client-individual"}
-	if _, tag, ok := advisory.ParseSelector(sub.Selector); ok {
-		ds.forID = tag.For
-	}
-	s.subs[sub.ID] = ds
-	s.updateSubStats()
-	ev := s.b.log.Info().Str("destination", sub.Destination.String()).Str("sub", sub.ID).
-		Int("priority", sub.Priority).Strs("consumers", sub.Consumers)
-	if sub.UserSelector != "" {
-		ev = ev.Str("selector", sub.UserSelector)
-	}
-	if sub.DurableName != "" {
-		ev = ev.Str("durable", sub.DurableName)
-	}
-	if sub.Replay {
-		ev.Msg("replay subscription added")
-	} else {
-		ev.Msg("demand added")
-	}
-	return nil
-}
-
-// durableConn returns the local connection for durable subscriptions, dialing it
-// with a client-id that is the same after every restart of this bridge, so that
-// the broker hands back each durable subscription and what it retained.
-func (s *session) durableConn(ctx context.Context) (*stomp.Conn, error) {
-	if s.durable != nil {
-		return s.durable, nil
-	}
-	u := s.local.URI()
-	if u.ClientID == "" {
-		u.ClientID = durableClientID(s.localID, s.remoteID)
-	}
-	c, err := stomp.Dial(ctx, u, stomp.Options{})
-	if err != nil {
-		s.localFailed = true
-		return nil, fmt.Errorf("local broker (durable subscriptions): %w", err)
-	}
-	s.durable, s.durableIn = c, c.Deliveries()
-	return c, nil
-}
-
-// durableClientID is the client-id of the durable connection: ActiveMQ accepts
-// [A-Za-z0-9._:-]; anything else becomes '_'.
-func durableClientID(localID, remoteID string) string {
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			switch {
-			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_', r == ':':
-				return r
-			}
-			return '_'
-		}, s)
-	}
-	return "brokernet_" + clean(localID) + "_to_" + clean(remoteID)
-}
-
-// unsubscribe removes a demand subscription once its in-flight messages are
-// confirmed; until then its new deliveries are dropped unacknowledged, and the
-// broker redelivers them elsewhere after the UNSUBSCRIBE.
-func (s *session) unsubscribe(ctx context.Context, ch demand.Change) error {
-	if w, ok := s.waitingDurable[ch.Sub.DurableName]; ok && w.ID == ch.Sub.ID {
-		// Never made: it was waiting for its predecessor to go.
-		delete(s.waitingDurable, ch.Sub.DurableName)
-		return nil
-	}
-	ds, ok := s.subs[ch.Sub.ID]
-	if ok && ch.ReplacedBy != "" && ds.sub.Destination.Kind == destination.Topic {
-		// A topic message published before the replacement is in place would be
-		// lost; a queue keeps it, so a queue subscription retires at once.
-		if next, ok := s.subs[ch.ReplacedBy]; ok && !next.active {
-			ds.replaced = &ch
-			return nil
-		}
-	}
-	// Anything waiting for this one to be confirmed as a replacement goes now.
-	if err := s.retireReplaced(ctx, ch.Sub.ID); err != nil {
-		return err
-	}
-	if !ok {
-		if ch.DestroyDurable && ch.Sub.DurableName != "" {
-			// Deactivated earlier (KeepDurable): only the durable remains to destroy.
-			return s.destroyDurable(ctx, ch.Sub)
-		}
-		return nil
-	}
-	ds.removing = true
-	ds.unsub = ch
-	if ds.inFlight > 0 {
-		return nil
-	}
-	return s.finishUnsubscribe(ctx, ds)
-}
-
-func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
-	delete(s.subs, ds.sub.ID)
-	s.updateSubStats()
-	if err := ds.conn.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, ds.sub.ID)); err != nil {
-		return fmt.Errorf("local broker: %w", err)
-	}
-	msg := "demand removed"
-	if ds.sub.Replay {
-		msg = "replay subscription removed"
-	}
-	s.b.log.Info().Str("destination", ds.sub.Destination.String()).Str("sub", ds.sub.ID).Msg(msg)
-	if ds.unsub.DestroyDurable && ds.sub.DurableName != "" {
-		if err := s.destroyDurable(ctx, ds.sub); err != nil {
-			return err
-		}
-	}
-	if next, ok := s.waitingDurable[ds.sub.DurableName]; ok && ds.sub.DurableName != "" {
-		delete(s.waitingDurable, ds.sub.DurableName)
-		return s.subscribe(ctx, next)
-	}
-	return nil
-}
-
-// retireReplaced unsubscribes the subscriptions that waited for id, their
-// replacement, to be confirmed.
-func (s *session) retireReplaced(ctx context.Context, id string) error {
-	for _, ds := range s.subs {
-		if ds.replaced != nil && ds.replaced.ReplacedBy == id {
-			ch := *ds.replaced
-			ds.replaced = nil
-			if err := s.unsubscribe(ctx, ch); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// destroyDurable removes a durable demand subscription from the local broker
-// (ActiveMQ: UNSUBSCRIBE carrying activemq.subscriptionName).
-func (s *session) destroyDurable(ctx context.Context, sub demand.Subscription) error {
-	conn, err := s.durableConn(ctx)
-	if err != nil {
-		return err
-	}
-	if err := conn.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, sub.ID,
-		"activemq.subscriptionName", sub.DurableName)); err != nil {
-		return fmt.Errorf("local broker: %w", err)
-	}
-	s.b.log.Info().Str("destination", sub.Destination.String()).Str("durable", sub.DurableName).Msg("durable demand destroyed")
-	return nil
-}
-
-// onLocalMessage forwards one message received on a demand subscription.
-func (s *session) onLocalMessage(ctx context.Context, f *frame.Frame) error {
-	subID := f.Header.Get(frame.Subscription)
-	if subID == localAdvQueue || subID == localAdvTopic {
-		return s.onLocalAdvisory(ctx, f)
-	}
-	ds, ok := s.subs[subID]
-	if !ok || ds.removing {
-		// Not ours any more: the broker takes it back with the UNSUBSCRIBE.
-		return nil
-	}
-	if ds.sub.Replay && s.cfg.ReplayRateLimit > 0 {
-		// Replays are throttled; the queue keeps their order, so the cumulative
-		// ACK never covers a message still waiting here.
-		s.replayQ = append(s.replayQ, f)
-		return s.drainReplays(ctx)
-	}
-	return s.forward(ctx, ds, f)
-}
-
-// drainReplays forwards queued replay messages as the rate limit allows and
-// schedules the next attempt for the rest.
-func (s *session) drainReplays(ctx context.Context) error {
-	now := time.Now()
-	rate := float64(s.cfg.ReplayRateLimit)
-	s.tokens = min(rate, s.tokens+now.Sub(s.refilled).Seconds()*rate)
-	s.refilled = now
-	for len(s.replayQ) > 0 && s.tokens >= 1 {
-		f := s.replayQ[0]
-		s.replayQ = s.replayQ[1:]
-		ds, ok := s.subs[f.Header.Get(frame.Subscription)]
-		if !ok || ds.removing {
-			continue
-		}
-		s.tokens--
-		if err := s.forward(ctx, ds, f); err != nil {
-			return err
-		}
-	}
-	if len(s.replayQ) > 0 && !s.replayTimer {
-		s.replayTimer = true
-		wait := time.Duration((1 - s.tokens) / rate * float64(time.Second))
-		s.timers = append(s.timers, time.AfterFunc(wait, func() { s.replayDue.add("") }))
-	}
-	return nil
-}
-
-// forward sends one message of demand subscription ds inside the open transaction.
-func (s *session) forward(ctx context.Context, ds *demandSub, f *frame.Frame) error {
-	if ds.individual {
-		// A static wildcard subscription: check the concrete destination, as
-		// ActiveMQ does at forward time. A forbidden message is neither forwarded
-		// nor acknowledged; it stays on the local broker.
-		d, err := destination.FromStomp(f.Header.Get(frame.Destination))
-		if err != nil || !s.table.Permits(d) {
-			return nil
-		}
-	}
-	if err := s.beginIfNeeded(ctx); err != nil {
-		return err
-	}
-	var forIDs []string
-	if ds.sub.Destination.Kind == destination.Topic {
-		var routes int
-		forIDs, routes = s.topicRoutes(ds.sub.Destination)
-		if routes > 1 {
-			id := f.Header.Get(frame.MessageId)
-			if _, dup := s.seen[id]; dup {
-				// Another of our subscriptions forwarded this message: acknowledge
-				// it with the next commit, in order with this subscription's others.
-				s.open.addPart(ds, 0, ackRefOf(f))
-				ds.inFlight++
-				return nil
-			}
-			s.remember(id)
-		}
-	}
-	out := forwardFrame(f, s.localID, s.open.id, forIDs)
-	if err := s.remote.Write(ctx, out); err != nil {
-		return fmt.Errorf("remote broker: %w", err)
-	}
-	s.open.addPart(ds, 1, ackRefOf(f))
-	ds.inFlight++
-	s.inFlight++
-	return nil
-}
-
-// topicRoutes returns the brokers our live subscriptions on topic d forward
-// toward (their Tag.For), and how many such subscriptions there are.
-func (s *session) topicRoutes(d destination.Destination) (forIDs []string, n int) {
-	for _, ds := range s.subs {
-		if ds.removing || ds.sub.Destination != d {
-			continue
-		}
-		n++
-		if ds.forID != "" && !slices.Contains(forIDs, ds.forID) {
-			forIDs = append(forIDs, ds.forID)
-		}
-	}
-	slices.Sort(forIDs)
-	return forIDs, n
-}
-
-// remember records a forwarded topic message id, forgetting the oldest.
-func (s *session) remember(id string) {
-	if old := s.seenRing[s.seenPos]; old != "" {
-		delete(s.seen, old)
-	}
-	s.seenRing[s.seenPos] = id
-	s.seenPos = (s.seenPos + 1) % len(s.seenRing)
-	s.seen[id] = struct{}{}
-}
-
-// beginIfNeeded opens a remote transaction if none is open.
-func (s *session) beginIfNeeded(ctx context.Context) error {
-	if s.open != nil {
-		return nil
-	}
-	s.txSeq++
-	s.open = &txn{id: "bn-tx-" + strconv.FormatUint(s.txSeq, 10)}
-	if err := s.remote.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, s.open.id)); err != nil {
-		return fmt.Errorf("remote broker: %w", err)
-	}
-	return nil
-}
-
-// addPart records n more messages of ds in the transaction, the last being ack.
-func (tx *txn) addPart(ds *demandSub, n int, ack ackRef) {
-	tx.n += n
-	k := len(tx.parts)
-	if k == 0 || tx.parts[k-1].sub != ds {
-		tx.parts = append(tx.parts, txPart{sub: ds})
-		k++
-	}
-	p := &tx.parts[k-1]
-	p.n += n
-	p.held++
-	p.lastAck = ack
-	if ds.individual {
-		p.acks = append(p.acks, ack)
-	}
-}
-
-// maybeCommit commits the open transaction when the local side is idle, the batch
-// is full or the window is exhausted, provided fewer than MaxCommits are pending.
-func (s *session) maybeCommit(ctx context.Context, idle bool) error {
-	tx := s.open
-	if tx == nil || s.committing >= s.cfg.MaxCommits {
-		return nil
-	}
-	if !idle && tx.n < s.cfg.MaxBatch && s.inFlight < s.cfg.Window {
-		return nil
-	}
-	s.open = nil
-	s.committing++
-	err := s.remote.WriteReceipt(ctx, frame.New(frame.COMMIT, frame.Transaction, tx.id), func(err error) {
-		s.commits <- txResult{tx: tx, err: err}
-	})
-	if err != nil {
-		return fmt.Errorf("remote broker: %w", err)
-	}
-	return nil
-}
-
-// onCommitted acknowledges a confirmed transaction's messages on the local broker.
-//
-// Its messages stay in the window until the local broker has processed those
-// ACKs, so that a crash at any moment leaves at most Window messages forwarded but
-// unacknowledged — the most that can be delivered twice. A receipt on the ACK
-// itself would tell, but ActiveMQ then syncs the removal of every acknowledged
-// persistent message to disk; instead an empty transaction (BEGIN with a receipt,
-// then ABORT) follows the ACKs on the same connection: the broker handles a
-// connection's frames in order, so its receipt means the ACKs were processed.
-func (s *session) onCommitted(ctx context.Context, tx *txn) error {
-	s.committing--
-	var conns []*stomp.Conn
-	for _, p := range tx.parts {
-		acks := []ackRef{p.lastAck}
-		if p.sub.individual {
-			acks = p.acks
-		}
-		for _, a := range acks {
-			if err := p.sub.conn.Write(ctx, a.frame()); err != nil {
-				s.localFailed = true
-				return fmt.Errorf("local broker: %w", err)
-			}
-		}
-		if !slices.Contains(conns, p.sub.conn) {
-			conns = append(conns, p.sub.conn)
-		}
-	}
-	tx.acksPending = len(conns)
-	for _, c := range conns {
-		s.markSeq++
-		mark := "bn-ack-" + strconv.FormatUint(s.markSeq, 10)
-		err := c.WriteReceipt(ctx, frame.New(frame.BEGIN, frame.Transaction, mark), func(err error) {
-			if err == nil {
-				s.acked.add(tx)
-			}
-		})
-		if err == nil {
-			err = c.Write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
-		}
-		if err != nil {
-			s.localFailed = true
-			return fmt.Errorf("local broker: %w", err)
-		}
-	}
-	if tx.acksPending == 0 {
-		return s.onAcked(ctx, tx)
-	}
-	return nil
-}
-
-// onAcked releases a transaction's messages from the window once the local broker
-// confirmed their ACKs, and retires subscriptions that were waiting for them.
-func (s *session) onAcked(ctx context.Context, tx *txn) error {
-	s.inFlight -= tx.n
-	for _, p := range tx.parts {
-		p.sub.inFlight -= p.held
-	}
-	s.b.stats.Forwarded.Add(int64(tx.n))
-	for _, p := range tx.parts {
-		if p.sub.removing && p.sub.inFlight == 0 {
-			if _, live := s.subs[p.sub.sub.ID]; live {
-				if err := s.finishUnsubscribe(ctx, p.sub); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// updateSubStats publishes the number of active and pending demand subscriptions.
-func (s *session) updateSubStats() {
-	active := 0
-	for _, ds := range s.subs {
-		if ds.active {
-			active++
-		}
-	}
-	s.b.stats.DemandSubs.Store(int64(active))
-	s.b.stats.PendingSubs.Store(int64(len(s.subs) - active))
-}
-
-// notifier hands values from connection reader goroutines to the session loop
-// without ever blocking a reader.
-type notifier[T any] struct {
-	mu     sync.Mutex
-	items  []T
-	signal chan struct{}
-}
-
-func newNotifier[T any]() *notifier[T] { return &notifier[T]{signal: make(chan struct{}, 1)} }
-
-func (n *notifier[T]) add(v T) {
-	n.mu.Lock()
-	n.items = append(n.items, v)
-	n.mu.Unlock()
-	select {
-	case n.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (n *notifier[T]) take() []T {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	items := n.items
-	n.items = nil
-	return items
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -240,16 +241,16 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 	opts := DemandOptions(cfg)
 	out := []bridge.Config{{
 		Name:  cfg.Name + ":" + local[0].Addr() + "->" + remote[0].Addr(),
-		Local: local[0], LocalFailover: local[1:],
-		Remote: remote[0], RemoteFailover: remote[1:],
+		Local: local[0], LocalFailover: transport.Endpoints(local[1:]),
+		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
 		LocalID: c.local.ID, RemoteID: remoteID,
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
 			Name:  cfg.Name + ":" + remote[0].Addr() + "->" + local[0].Addr(),
-			Local: remote[0], LocalFailover: remote[1:],
-			Remote: local[0], RemoteFailover: local[1:],
+			Local: remote[0], LocalFailover: transport.Endpoints(remote[1:]),
+			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
 			LocalID: remoteID, RemoteID: c.local.ID,
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, Log: c.log,
 		})

@@ -95,13 +95,30 @@ type Conn interface {
 // Endpoint is a broker address that can be dialled: a parsed broker URI.
 type Endpoint interface {
 	// Dial connects. Its errors never contain credentials.
-	Dial(ctx context.Context) (Conn, error)
+	Dial(ctx context.Context, opts DialOptions) (Conn, error)
 	// String is the URI with credentials redacted, for logs.
 	String() string
 	// Addr is host:port.
 	Addr() string
 	// Backoff is the reconnect policy the URI asks for.
 	Backoff() backoff.Policy
+}
+
+// Endpoints converts a slice of some Endpoint type to []Endpoint.
+func Endpoints[E Endpoint](es []E) []Endpoint {
+	out := make([]Endpoint, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// DialOptions ask for connection properties beyond the URI's.
+type DialOptions struct {
+	// ClientID is a stable client id, needed for durable subscriptions
+	// (ActiveMQ: client-id / ConnectionInfo.clientId; AMQP: container-id).
+	// "" keeps the URI's or the transport's default.
+	ClientID string
 }
 
 // Info describes a connected broker.
@@ -244,6 +261,11 @@ var (
 	ErrClosed = errors.New("connection closed")
 	// ErrUnsupported: the protocol or broker cannot do what was asked.
 	ErrUnsupported = errors.New("not supported by this transport")
+	// ErrRefused: the broker refused something written on the connection and
+	// ended it (a STOMP ERROR frame: frame too large, not authorised). The bridge
+	// counts such refusals per message to dead-letter a message that is refused
+	// again and again.
+	ErrRefused = errors.New("refused by the broker")
 )
 
 // Message is a broker message as the bridge moves it, protocol-neutral. The

@@ -11,6 +11,7 @@ import (
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -117,12 +118,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	var cfgs []bridge.Config
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
-			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: g[1:],
+			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: transport.Endpoints(g[1:]),
 			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
-				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: g[1:], Remote: local,
+				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: transport.Endpoints(g[1:]), Remote: local,
 				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
 			})
 		}

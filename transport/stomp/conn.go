@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/transport"
 )
 
 // ErrClosed is the error of a connection closed by this side.
@@ -42,6 +44,9 @@ func (e *BrokerError) Error() string {
 	}
 	return "broker error: " + e.Message + ": " + e.Detail
 }
+
+// Is makes every ERROR frame match transport.ErrRefused.
+func (e *BrokerError) Is(target error) bool { return target == transport.ErrRefused }
 
 // Flavour is the broker implementation, learnt from the CONNECTED frame's server header.
 type Flavour int
@@ -302,8 +307,9 @@ func (c *Conn) Err() error {
 	}
 }
 
-// Deliveries carries the MESSAGE frames of every subscription, in order. It is
-// closed after the connection ended.
+// Deliveries carries the MESSAGE frames of every subscription, and the RECEIPT
+// frames of WriteStreamReceipt, in the order the broker sent them. It is closed
+// after the connection ended.
 func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
 
 // Write queues f for sending. It blocks only while the write queue is full.
@@ -349,6 +355,19 @@ func (c *Conn) WriteReceipt(ctx context.Context, f *frame.Frame, done func(error
 		return err
 	}
 	return nil
+}
+
+// streamReceiptPrefix starts the ids of receipts that are delivered in the stream.
+const streamReceiptPrefix = "s"
+
+// WriteStreamReceipt adds a receipt header to f, queues it and returns the receipt
+// id. The broker's RECEIPT frame arrives on Deliveries, after every MESSAGE frame
+// the broker sent before it, so a confirmation never overtakes the deliveries
+// that preceded it on the wire.
+func (c *Conn) WriteStreamReceipt(ctx context.Context, f *frame.Frame) (string, error) {
+	id := streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
+	f.Header.Set(frame.Receipt, id)
+	return id, c.Write(ctx, f)
 }
 
 // Request writes f with a receipt and waits for it.
@@ -463,6 +482,10 @@ func (c *Conn) readLoop(dec *decoder) {
 			c.inbox.push(f)
 		case frame.RECEIPT:
 			id := f.Header.Get(frame.ReceiptId)
+			if strings.HasPrefix(id, streamReceiptPrefix) {
+				c.inbox.push(f)
+				continue
+			}
 			c.mu.Lock()
 			cb := c.receipts[id]
 			delete(c.receipts, id)

@@ -1,0 +1,58 @@
+package bridge
+
+import (
+	"slices"
+
+	"github.com/brokernet/brokernet/destination"
+)
+
+// topicDedup remembers the ids of recent topic messages while a topic has more
+// than one of our demand subscriptions (routes to several brokers, or a
+// subscription being replaced): the broker gives each a copy, and each message is
+// forwarded once. A ring bounds it.
+type topicDedup struct {
+	ids  map[string]struct{}
+	ring []string
+	pos  int
+}
+
+// seenCapacity bounds the topic message ids remembered for de-duplication.
+const seenCapacity = 1 << 16
+
+func newTopicDedup() topicDedup {
+	return topicDedup{ids: make(map[string]struct{})}
+}
+
+func (d *topicDedup) seen(id string) bool {
+	_, ok := d.ids[id]
+	return ok
+}
+
+// remember records a forwarded topic message id, forgetting the oldest.
+func (d *topicDedup) remember(id string) {
+	if d.ring == nil {
+		d.ring = make([]string, seenCapacity)
+	}
+	if old := d.ring[d.pos]; old != "" {
+		delete(d.ids, old)
+	}
+	d.ring[d.pos] = id
+	d.pos = (d.pos + 1) % len(d.ring)
+	d.ids[id] = struct{}{}
+}
+
+// topicRoutes returns the brokers our live subscriptions on topic d forward
+// toward (their Tag.For), and how many such subscriptions there are.
+func (s *session) topicRoutes(d destination.Destination) (forIDs []string, n int) {
+	for _, ds := range s.subs {
+		if ds.removing || ds.sub.Destination != d {
+			continue
+		}
+		n++
+		if ds.forID != "" && !slices.Contains(forIDs, ds.forID) {
+			forIDs = append(forIDs, ds.forID)
+		}
+	}
+	slices.Sort(forIDs)
+	return forIDs, n
+}

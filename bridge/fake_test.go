@@ -1,0 +1,427 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// fakeBroker is an in-memory broker behind the transport seam, for fast tests of
+// the session's logic: queues with dispatch to subscriptions, settlement and
+// redelivery of what a closed connection left unsettled; batches committed on
+// request; consumer advisories the test announces. Each hook lets a test decide
+// what the broker does, and when it confirms.
+type fakeBroker struct {
+	name string
+
+	mu       sync.Mutex
+	queues   map[string][]*fakeMsg // queued, not dispatched
+	conns    []*fakeConn
+	received []*transport.Message // committed sends, in order
+	// consumers are announced to every WatchConsumers, replayed like ActiveMQ.
+	consumers []advisory.Event
+	seq       int
+
+	// holdCommits keeps commit confirmations until release is called.
+	holdCommits bool
+	held        []func()
+	// outcome decides each committed message's fate (nil: accepted).
+	outcome func(m *transport.Message) transport.Outcome
+	// refuse makes the broker end the connection with ErrRefused on a Send.
+	refuse func(m *transport.Message) bool
+	dialed chan *fakeConn
+}
+
+type fakeMsg struct {
+	id          string
+	msg         *transport.Message
+	redelivered bool
+}
+
+func newFakeBroker(name string) *fakeBroker {
+	return &fakeBroker{name: name, queues: make(map[string][]*fakeMsg), dialed: make(chan *fakeConn, 100)}
+}
+
+var _ transport.Endpoint = (*fakeBroker)(nil)
+
+func (b *fakeBroker) String() string { return "fake://" + b.name }
+func (b *fakeBroker) Addr() string   { return b.name + ":0" }
+func (b *fakeBroker) Backoff() backoff.Policy {
+	return backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2}
+}
+
+func (b *fakeBroker) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	c := &fakeConn{b: b, events: make(chan transport.Event, 1<<16), done: make(chan struct{}), subs: make(map[string]*fakeSub)}
+	b.mu.Lock()
+	b.conns = append(b.conns, c)
+	b.mu.Unlock()
+	b.dialed <- c
+	return c, nil
+}
+
+// put enqueues n messages on queue q, with bodies "q-i".
+func (b *fakeBroker) put(q string, n int) {
+	b.mu.Lock()
+	for i := 0; i < n; i++ {
+		b.seq++
+		id := fmt.Sprintf("ID:%s-%d", b.name, b.seq)
+		m := &transport.Message{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: q},
+			Priority: 4, Body: fmt.Appendf(nil, "%s-%d", q, i)}
+		b.queues[q] = append(b.queues[q], &fakeMsg{id: id, msg: m})
+	}
+	b.mu.Unlock()
+	b.dispatch()
+}
+
+// dispatch hands queued messages to the subscriptions of live connections,
+// round-robin, up to each one's prefetch.
+func (b *fakeBroker) dispatch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for q, msgs := range b.queues {
+		for len(msgs) > 0 {
+			var target *fakeSub
+			var tc *fakeConn
+			for _, c := range b.conns {
+				if c.closed() {
+					continue
+				}
+				for _, s := range c.sortedSubs() {
+					if s.sub.Destination.Name == q && len(s.unsettled) < s.sub.Prefetch && (target == nil || len(s.unsettled) < len(target.unsettled)) {
+						target, tc = s, c
+					}
+				}
+			}
+			if target == nil {
+				break
+			}
+			m := msgs[0]
+			msgs = msgs[1:]
+			target.unsettled = append(target.unsettled, m)
+			out := *m.msg
+			out.Redelivered = m.redelivered
+			tc.events <- transport.Event{Kind: transport.Delivery, Sub: target.sub.ID, Msg: &out, Ref: m.id}
+		}
+		b.queues[q] = msgs
+	}
+}
+
+// queued counts messages of q not yet settled (queued or dispatched).
+func (b *fakeBroker) queued(q string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.queues[q])
+	for _, c := range b.conns {
+		for _, s := range c.subs {
+			if s.sub.Destination.Name == q {
+				n += len(s.unsettled)
+			}
+		}
+	}
+	return n
+}
+
+func (b *fakeBroker) receivedBodies() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, m := range b.received {
+		out = append(out, string(m.Body))
+	}
+	return out
+}
+
+// release confirms the commits held so far.
+func (b *fakeBroker) release() {
+	b.mu.Lock()
+	held := b.held
+	b.held = nil
+	b.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+func (b *fakeBroker) heldCommits() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.held)
+}
+
+type fakeSub struct {
+	sub       transport.Subscription
+	unsettled []*fakeMsg
+}
+
+// fakeConn is one connection to a fakeBroker.
+type fakeConn struct {
+	b      *fakeBroker
+	events chan transport.Event
+	done   chan struct{}
+	once   sync.Once
+	err    error
+
+	tok   uint64
+	subs  map[string]*fakeSub // guarded by b.mu
+	batch []*transport.Message
+}
+
+var _ transport.Conn = (*fakeConn)(nil)
+
+func (c *fakeConn) sortedSubs() []*fakeSub {
+	ids := make([]string, 0, len(c.subs))
+	for id := range c.subs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]*fakeSub, len(ids))
+	for i, id := range ids {
+		out[i] = c.subs[id]
+	}
+	return out
+}
+
+func (c *fakeConn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *fakeConn) next() transport.Token { c.tok++; return transport.Token(c.tok) }
+
+func (c *fakeConn) confirm(tok transport.Token, outs []transport.SendOutcome) {
+	if c.closed() {
+		return
+	}
+	c.events <- transport.Event{Kind: transport.Confirmed, Token: tok, Outcomes: outs}
+}
+
+// fail ends the connection: unsettled messages go back to their queues.
+func (c *fakeConn) fail(err error) {
+	c.once.Do(func() {
+		c.b.mu.Lock()
+		c.err = err
+		close(c.done)
+		for _, s := range c.subs {
+			for i := len(s.unsettled) - 1; i >= 0; i-- {
+				m := s.unsettled[i]
+				m.redelivered = true
+				q := s.sub.Destination.Name
+				c.b.queues[q] = append([]*fakeMsg{m}, c.b.queues[q]...)
+			}
+			s.unsettled = nil
+		}
+		c.subs = map[string]*fakeSub{}
+		close(c.events)
+		c.b.mu.Unlock()
+		c.b.dispatch()
+	})
+}
+
+func (c *fakeConn) Info() transport.Info {
+	return transport.Info{Protocol: "fake", Server: "fake", Selectors: true, Transactions: true}
+}
+func (c *fakeConn) Events() <-chan transport.Event { return c.events }
+func (c *fakeConn) Done() <-chan struct{}          { return c.done }
+func (c *fakeConn) Err() error {
+	if c.closed() {
+		return c.err
+	}
+	return nil
+}
+func (c *fakeConn) BrokerID(context.Context) (string, error) { return c.b.name, nil }
+
+func (c *fakeConn) Subscribe(ctx context.Context, sub transport.Subscription) (transport.Token, error) {
+	if c.closed() {
+		return 0, c.err
+	}
+	tok := c.next()
+	c.b.mu.Lock()
+	c.subs[sub.ID] = &fakeSub{sub: sub}
+	c.b.mu.Unlock()
+	c.confirm(tok, nil)
+	c.b.dispatch()
+	return tok, nil
+}
+
+func (c *fakeConn) Unsubscribe(ctx context.Context, id string) error {
+	c.b.mu.Lock()
+	if s, ok := c.subs[id]; ok {
+		q := s.sub.Destination.Name
+		for i := len(s.unsettled) - 1; i >= 0; i-- {
+			s.unsettled[i].redelivered = true
+			c.b.queues[q] = append([]*fakeMsg{s.unsettled[i]}, c.b.queues[q]...)
+		}
+		delete(c.subs, id)
+	}
+	c.b.mu.Unlock()
+	c.b.dispatch()
+	return nil
+}
+
+func (c *fakeConn) DestroyDurable(context.Context, transport.Subscription) error { return nil }
+
+func (c *fakeConn) WatchConsumers(ctx context.Context) error {
+	c.b.mu.Lock()
+	evs := slices.Clone(c.b.consumers)
+	c.b.mu.Unlock()
+	for _, ev := range evs {
+		c.events <- transport.Event{Kind: transport.Consumer, Consumer: ev}
+	}
+	return nil
+}
+
+func (c *fakeConn) OwnConsumer(string) bool { return false }
+
+func (c *fakeConn) Send(ctx context.Context, m *transport.Message) error {
+	if c.closed() {
+		return c.err
+	}
+	if c.b.refuse != nil && c.b.refuse(m) {
+		c.fail(fmt.Errorf("fake broker error: %w", transport.ErrRefused))
+		return nil
+	}
+	c.batch = append(c.batch, m)
+	return nil
+}
+
+func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
+	if c.closed() {
+		return 0, c.err
+	}
+	tok := c.next()
+	batch := c.batch
+	c.batch = nil
+	done := func() {
+		var outs []transport.SendOutcome
+		c.b.mu.Lock()
+		for _, m := range batch {
+			o := transport.Accepted
+			if c.b.outcome != nil {
+				o = c.b.outcome(m)
+			}
+			if o == transport.Accepted {
+				c.b.received = append(c.b.received, m)
+			}
+			outs = append(outs, transport.SendOutcome{Outcome: o})
+		}
+		c.b.mu.Unlock()
+		if !slices.ContainsFunc(outs, func(o transport.SendOutcome) bool { return o.Outcome != transport.Accepted }) {
+			outs = nil
+		}
+		c.confirm(tok, outs)
+	}
+	c.b.mu.Lock()
+	hold := c.b.holdCommits
+	if hold {
+		c.b.held = append(c.b.held, done)
+	}
+	c.b.mu.Unlock()
+	if !hold {
+		done()
+	}
+	return tok, nil
+}
+
+func (c *fakeConn) Settle(ctx context.Context, sub string, refs []transport.Ref, outcome transport.Outcome) error {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	s, ok := c.subs[sub]
+	if !ok {
+		return fmt.Errorf("settling on unknown subscription %s", sub)
+	}
+	if outcome != transport.Accepted {
+		return fmt.Errorf("fake broker: only accept is modelled")
+	}
+	// Cumulative unless individual: everything up to the last ref.
+	for _, r := range refs {
+		i := slices.IndexFunc(s.unsettled, func(m *fakeMsg) bool { return m.id == r.(string) })
+		if i < 0 {
+			return fmt.Errorf("settling %v: not dispatched to %s", r, sub)
+		}
+		if s.sub.Ack == transport.Cumulative && r == refs[len(refs)-1] {
+			s.unsettled = s.unsettled[i+1:]
+		} else if s.sub.Ack == transport.Individual {
+			s.unsettled = slices.Delete(s.unsettled, i, i+1)
+		}
+	}
+	go c.b.dispatch()
+	return nil
+}
+
+func (c *fakeConn) Sync(ctx context.Context) (transport.Token, error) {
+	if c.closed() {
+		return 0, c.err
+	}
+	tok := c.next()
+	c.confirm(tok, nil)
+	return tok, nil
+}
+
+func (c *fakeConn) Close(ctx context.Context) error { c.fail(transport.ErrClosed); return nil }
+func (c *fakeConn) Abort()                          { c.fail(transport.ErrClosed) }
+
+// queueConsumer is a remote consumer advisory for queue q.
+func queueConsumer(id, q string) advisory.Event {
+	return advisory.Event{Kind: advisory.ConsumerAdded, ConsumerCount: -1, Consumer: advisory.Consumer{
+		ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: q}}}
+}
+
+// startFake runs a bridge from local to remote with cfg's tunables until the
+// test ends, and returns it once up.
+func startFake(t *testing.T, local, remote *fakeBroker, cfg Config) (*Bridge, context.CancelFunc, <-chan error) {
+	t.Helper()
+	cfg.Local, cfg.Remote = local, remote
+	cfg.LocalID, cfg.RemoteID = local.name, remote.name
+	cfg.Log = stomptest.Logger(t)
+	if cfg.Demand.Prefetch == 0 {
+		cfg.Demand = demand.DefaultOptions()
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() { done <- b.Run(ctx); close(finished) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(10 * time.Second):
+			t.Error("bridge did not stop")
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := b.WaitUp(wctx); err != nil {
+		t.Fatalf("bridge not up: %v", err)
+	}
+	return b, cancel, done
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,216 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/transport"
+)
+
+// These tests run the session against the in-memory fakeBroker: the window,
+// batching, settlement, drain, retries, dead-lettering and refusals, in
+// milliseconds and without brokers.
+
+func consumerOn(remote *fakeBroker, q string) {
+	remote.consumers = append(remote.consumers, queueConsumer("ID:remote-1:1:1:1", q))
+}
+
+// wantBodies checks that remote received q-0..q-(n-1), each once.
+func wantAllOnce(t *testing.T, remote *fakeBroker, q string, n int) {
+	t.Helper()
+	got := remote.receivedBodies()
+	seen := map[string]int{}
+	for _, b := range got {
+		seen[b]++
+	}
+	for i := 0; i < n; i++ {
+		b := fmt.Sprintf("%s-%d", q, i)
+		if seen[b] != 1 {
+			t.Errorf("%s received %d times, want once", b, seen[b])
+		}
+	}
+	if len(got) != n {
+		t.Errorf("received %d messages, want %d", len(got), n)
+	}
+}
+
+func TestWindowBoundsMessagesInFlight(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	remote.holdCommits = true
+	b, _, _ := startFake(t, local, remote, Config{Window: 10, MaxBatch: 4, MaxCommits: 2})
+	local.put("q", 100)
+
+	// With commits held, the bridge sends at most a window's worth.
+	waitFor(t, 2*time.Second, "two commits held", func() bool { return remote.heldCommits() == 2 })
+	if held := remote.heldCommits(); held != 2 {
+		t.Fatalf("%d commits awaiting confirmation, want MaxCommits=2", held)
+	}
+	if q := local.queued("q"); q != 100 {
+		t.Fatalf("local holds %d unsettled, want all 100 before any confirmation", q)
+	}
+	for local.queued("q") > 0 {
+		remote.release()
+		waitFor(t, 2*time.Second, "progress", func() bool { return remote.heldCommits() > 0 || local.queued("q") == 0 })
+	}
+	wantAllOnce(t, remote, "q", 100)
+	waitFor(t, time.Second, "forwarded counted", func() bool { return b.Stats().Forwarded.Load() == 100 })
+}
+
+func TestLoneMessageIsCommittedAtOnce(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	startFake(t, local, remote, Config{})
+	local.put("q", 1)
+	waitFor(t, 2*time.Second, "the message settled", func() bool { return local.queued("q") == 0 })
+	wantAllOnce(t, remote, "q", 1)
+}
+
+func TestDrainConfirmsInFlightAndLeavesTheRest(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	remote.holdCommits = true
+	_, cancel, done := startFake(t, local, remote, Config{Window: 10, MaxBatch: 5, MaxCommits: 1})
+	local.put("q", 50)
+	waitFor(t, 2*time.Second, "a commit held", func() bool { return remote.heldCommits() == 1 })
+	cancel()
+	// Draining: the held commit and the open batch complete; nothing new is taken.
+	waitFor(t, 2*time.Second, "drain", func() bool {
+		remote.release()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v, want nil after drain", err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	got := len(remote.receivedBodies())
+	if got == 0 || got > 10 {
+		t.Fatalf("forwarded %d during drain, want 1..window(10)", got)
+	}
+	if q := local.queued("q"); q != 50-got {
+		t.Fatalf("local holds %d, want %d (nothing lost, nothing settled unforwarded)", q, 50-got)
+	}
+}
+
+func TestReleasedMessagesAreSentAgainInOrderOfSettlement(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	releases := 0
+	remote.outcome = func(m *transport.Message) transport.Outcome {
+		if string(m.Body) == "q-3" && releases < 2 {
+			releases++
+			return transport.Released
+		}
+		return transport.Accepted
+	}
+	startFake(t, local, remote, Config{})
+	local.put("q", 20)
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("q") == 0 })
+	wantAllOnce(t, remote, "q", 20)
+	if releases != 2 {
+		t.Fatalf("released %d times, want 2", releases)
+	}
+}
+
+func TestRejectedMessageGoesToDeadLetterQueue(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	remote.outcome = func(m *transport.Message) transport.Outcome {
+		if string(m.Body) == "q-7" {
+			return transport.Rejected
+		}
+		return transport.Accepted
+	}
+	b, _, _ := startFake(t, local, remote, Config{})
+	local.put("q", 20)
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("q") == 0 })
+	got := remote.receivedBodies()
+	if len(got) != 19 || slices.Contains(got, "q-7") {
+		t.Fatalf("remote got %d (q-7 among them: %v), want the 19 others", len(got), slices.Contains(got, "q-7"))
+	}
+	dl := local.receivedBodies()
+	if !slices.Equal(dl, []string{"q-7"}) {
+		t.Fatalf("dead-lettered %v, want [q-7]", dl)
+	}
+	m := local.received[0]
+	if m.Destination.Name != "ActiveMQ.DLQ" || m.PropString(DeadLetterDestinationHeader) != "queue://q" || m.PropString(DeadLetterReasonHeader) == "" {
+		t.Fatalf("dead letter to %s with destination %q reason %q", m.Destination, m.PropString(DeadLetterDestinationHeader), m.PropString(DeadLetterReasonHeader))
+	}
+	if n := b.Stats().DeadLettered.Load(); n != 1 {
+		t.Fatalf("DeadLettered = %d, want 1", n)
+	}
+}
+
+func TestMessageRefusedRepeatedlyIsDeadLetteredAndTheRestFlow(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	refusals := 0
+	remote.refuse = func(m *transport.Message) bool {
+		if string(m.Body) == "q-5" {
+			refusals++
+			return true
+		}
+		return false
+	}
+	b, _, _ := startFake(t, local, remote, Config{MaxRefusals: 3})
+	local.put("q", 200)
+	waitFor(t, 10*time.Second, "all settled", func() bool { return local.queued("q") == 0 })
+	got := remote.receivedBodies()
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g]++
+	}
+	for i := 0; i < 200; i++ {
+		body := fmt.Sprintf("q-%d", i)
+		if i == 5 {
+			if seen[body] != 0 {
+				t.Errorf("the refused message reached the remote")
+			}
+			continue
+		}
+		if seen[body] == 0 {
+			t.Errorf("%s lost", body)
+		}
+	}
+	if refusals != 3 {
+		t.Errorf("remote refused it %d times, want MaxRefusals=3", refusals)
+	}
+	if dl := local.receivedBodies(); !slices.Equal(dl, []string{"q-5"}) {
+		t.Fatalf("dead-lettered %v, want [q-5]", dl)
+	}
+	if !strings.Contains(local.received[0].PropString(DeadLetterReasonHeader), "refused") {
+		t.Errorf("reason %q", local.received[0].PropString(DeadLetterReasonHeader))
+	}
+	t.Logf("duplicates on the remote: %d (bounded by the window)", len(got)-199)
+	if b.Stats().Sessions.Load() < 2 {
+		t.Errorf("sessions = %d, want reconnects", b.Stats().Sessions.Load())
+	}
+}
+
+func TestRemoteFailureRedeliversEverythingUnsettled(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	remote.holdCommits = true
+	b, _, _ := startFake(t, local, remote, Config{Window: 20})
+	local.put("q", 100)
+	waitFor(t, 2*time.Second, "commits held", func() bool { return remote.heldCommits() > 0 })
+	first := <-remote.dialed
+	first.fail(errors.New("network cut"))
+	remote.mu.Lock()
+	remote.held = nil // their confirmations never come
+	remote.holdCommits = false
+	remote.mu.Unlock()
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("q") == 0 })
+	wantAllOnce(t, remote, "q", 100)
+	if b.Stats().Sessions.Load() < 2 {
+		t.Errorf("sessions = %d, want a reconnect", b.Stats().Sessions.Load())
+	}
+}

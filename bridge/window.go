@@ -1,0 +1,395 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// The window. A local delivery forwarded to the remote broker is an entry of its
+// demand subscription from the moment it is sent until the local broker has
+// confirmed its settlement. Sends stream in batches; a batch is committed when
+// the local side goes idle, the batch is full or the window is exhausted, with up
+// to MaxCommits batches awaiting confirmation, so batches grow with load. When a
+// batch is confirmed, each subscription settles the longest run of confirmed
+// entries at its head (one cumulative acknowledgement where the transport has
+// them), followed by a Sync on that connection; only when the Sync is confirmed do
+// the entries leave the window. A crash at any moment therefore leaves at most
+// Window messages forwarded but unsettled — the most that can be delivered twice.
+
+// entry is one local delivery the session took.
+type entry struct {
+	ds  *demandSub
+	ref transport.Ref
+	id  string // the local broker's message id
+	// out is what was sent to the remote broker; nil for an acknowledgement-only
+	// entry (a topic copy another subscription forwarded).
+	out *transport.Message
+	// done: the entry may be settled (remote confirmed it, it was dead-lettered,
+	// or it is acknowledgement-only).
+	done         bool
+	deadLettered bool
+	releases     int       // times the remote released it
+	taken        time.Time // when it was taken from the local broker
+}
+
+// txn is one batch sent to the remote broker.
+type txn struct {
+	entries []*entry // in send order
+	// solo marks a batch of one suspect message, sent with nothing else in
+	// flight, so that a refusal can be pinned on it.
+	solo bool
+}
+
+// onLocalMessage forwards one message received on a demand subscription.
+func (s *session) onLocalMessage(ctx context.Context, ev transport.Event) error {
+	ds, ok := s.subs[ev.Sub]
+	if !ok || ds.removing {
+		// Not ours any more: the broker takes it back with the unsubscription.
+		return nil
+	}
+	if ds.sub.Replay && s.cfg.ReplayRateLimit > 0 {
+		// Replays are throttled; the queue keeps their order, so a cumulative
+		// settlement never covers a message still waiting here.
+		s.replay.queue = append(s.replay.queue, ev)
+		return s.drainReplays(ctx)
+	}
+	return s.forward(ctx, ds, ev)
+}
+
+// forward sends one message of demand subscription ds in the open batch.
+func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event) error {
+	m := ev.Msg
+	if m.Destination.Name == "" {
+		m.Destination = ds.sub.Destination
+	}
+	if ds.individual && !s.table.Permits(m.Destination) {
+		// A static wildcard subscription: check the concrete destination, as
+		// ActiveMQ does at forward time. A forbidden message is neither forwarded
+		// nor settled; it stays on the local broker.
+		return nil
+	}
+	e := &entry{ds: ds, ref: ev.Ref, id: m.ID, taken: time.Now()}
+	var forIDs []string
+	if ds.sub.Destination.Kind == destination.Topic {
+		var routes int
+		forIDs, routes = s.topicRoutes(ds.sub.Destination)
+		if routes > 1 {
+			if s.dedup.seen(m.ID) {
+				// Another of our subscriptions forwarded this message: settle it
+				// in order with this subscription's others.
+				e.done = true
+				ds.pending = append(ds.pending, e)
+				s.markDirty(ds)
+				return nil
+			}
+			s.dedup.remember(m.ID)
+		}
+	}
+	e.out = outgoing(m, s.localID, forIDs)
+	switch n := s.b.refusals.count(m.ID); {
+	case n >= s.cfg.MaxRefusals:
+		ds.pending = append(ds.pending, e)
+		s.inFlight++
+		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times", n))
+	case n > 0:
+		if s.open != nil || s.committing > 0 {
+			// Sent alone once nothing else is in flight, so that a refusal is
+			// pinned on it.
+			s.isolating = true
+			s.backlog = append([]transport.Event{ev}, s.backlog...)
+			return nil
+		}
+		ds.pending = append(ds.pending, e)
+		s.inFlight++
+		s.open = &txn{solo: true}
+		s.isolating = true
+		return s.send(ctx, e)
+	}
+	ds.pending = append(ds.pending, e)
+	s.inFlight++
+	return s.send(ctx, e)
+}
+
+// send writes e's message in the open batch.
+func (s *session) send(ctx context.Context, e *entry) error {
+	if s.open == nil {
+		s.open = &txn{}
+	}
+	if err := s.remote.conn.Send(ctx, e.out); err != nil {
+		return s.remote.errorf(err)
+	}
+	s.open.entries = append(s.open.entries, e)
+	return nil
+}
+
+// maybeCommit commits the open batch when the local side is idle, the batch is
+// full or the window is exhausted, provided fewer than MaxCommits are pending.
+func (s *session) maybeCommit(ctx context.Context, idle bool) error {
+	tx := s.open
+	if tx == nil || s.committing >= s.cfg.MaxCommits {
+		return nil
+	}
+	if !idle && !tx.solo && len(tx.entries) < s.cfg.MaxBatch && s.inFlight < s.cfg.Window {
+		return nil
+	}
+	s.open = nil
+	s.committing++
+	s.inCommit = append(s.inCommit, tx)
+	tok, err := s.remote.conn.Commit(ctx)
+	if err != nil {
+		return s.remote.errorf(err)
+	}
+	s.remote.await(tok, func(ev transport.Event) error { return s.onCommitted(ctx, tx, ev) })
+	return nil
+}
+
+// onCommitted records the remote's verdict on a batch and settles what it allows.
+func (s *session) onCommitted(ctx context.Context, tx *txn, ev transport.Event) error {
+	s.committing--
+	s.inCommit = removeTxn(s.inCommit, tx)
+	if ev.Kind == transport.Refused {
+		s.inCommit = append(s.inCommit, tx) // still unsettled: suspects all
+		return fmt.Errorf("remote broker: committing %d messages: %w", len(tx.entries), ev.Err)
+	}
+	if tx.solo {
+		s.isolating = false
+	}
+	for i, e := range tx.entries {
+		o := transport.SendOutcome{Outcome: transport.Accepted}
+		if ev.Outcomes != nil && i < len(ev.Outcomes) {
+			o = ev.Outcomes[i]
+		}
+		switch o.Outcome {
+		case transport.Accepted:
+			e.done = true
+			s.b.refusals.forget(e.id)
+			s.markDirty(e.ds)
+		case transport.Released:
+			e.releases++
+			s.retry = append(s.retry, e)
+		case transport.Rejected:
+			if err := s.deadLetter(ctx, e, o.Err); err != nil {
+				return err
+			}
+		}
+	}
+	s.scheduleRetry()
+	return s.settleReady(ctx)
+}
+
+func removeTxn(list []*txn, tx *txn) []*txn {
+	for i, t := range list {
+		if t == tx {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// markDirty notes that ds may have entries to settle.
+func (s *session) markDirty(ds *demandSub) {
+	if s.dirty == nil {
+		s.dirty = make(map[*demandSub]struct{})
+	}
+	s.dirty[ds] = struct{}{}
+}
+
+// settled is what one Sync confirms for one subscription.
+type settled struct {
+	ds        *demandSub
+	n         int // entries settled
+	window    int // of them, counted in the window
+	forwarded int // of them, forwarded and confirmed
+	oldest    time.Time
+}
+
+// settleReady settles, per subscription, the run of done entries at its head,
+// then asks each connection involved to confirm it processed the settlements.
+func (s *session) settleReady(ctx context.Context) error {
+	if len(s.dirty) == 0 {
+		return nil
+	}
+	byPeer := make(map[*peer][]settled)
+	var refs []transport.Ref
+	for ds := range s.dirty {
+		delete(s.dirty, ds)
+		n := 0
+		for n < len(ds.pending) && ds.pending[n].done {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		st := settled{ds: ds, n: n}
+		refs = refs[:0]
+		for _, e := range ds.pending[:n] {
+			refs = append(refs, e.ref)
+			if e.out != nil {
+				st.window++
+				if !e.deadLettered {
+					st.forwarded++
+				}
+			}
+		}
+		ds.pending = append(ds.pending[:0:0], ds.pending[n:]...)
+		ds.settling += n
+		if err := ds.peer.conn.Settle(ctx, ds.sub.ID, refs, transport.Accepted); err != nil {
+			s.localFailed = true
+			return ds.peer.errorf(err)
+		}
+		byPeer[ds.peer] = append(byPeer[ds.peer], st)
+	}
+	for p, sts := range byPeer {
+		tok, err := p.conn.Sync(ctx)
+		if err != nil {
+			s.localFailed = true
+			return p.errorf(err)
+		}
+		p.await(tok, func(ev transport.Event) error {
+			if ev.Kind == transport.Refused {
+				s.localFailed = true
+				return p.errorf(ev.Err)
+			}
+			return s.onSettled(ctx, sts)
+		})
+	}
+	return nil
+}
+
+// settling reports whether settlements await their confirmation.
+func (s *session) settling() bool {
+	for _, ds := range s.subs {
+		if ds.busy() {
+			return true
+		}
+	}
+	return false
+}
+
+// onSettled releases settled entries from the window once the local broker
+// confirmed their settlement, and retires subscriptions that were waiting for them.
+func (s *session) onSettled(ctx context.Context, sts []settled) error {
+	for _, st := range sts {
+		st.ds.settling -= st.n
+		s.inFlight -= st.window
+		s.b.stats.Forwarded.Add(int64(st.forwarded))
+	}
+	for _, st := range sts {
+		ds := st.ds
+		if ds.removing && !ds.busy() {
+			if _, live := s.subs[ds.sub.ID]; live {
+				if err := s.finishUnsubscribe(ctx, ds); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// scheduleRetry arms the timer that sends released messages again.
+func (s *session) scheduleRetry() {
+	if len(s.retry) == 0 || s.retryTimer != nil {
+		return
+	}
+	releases := 0
+	for _, e := range s.retry {
+		releases = max(releases, e.releases)
+	}
+	// 100 ms, doubling per release of the most released one, at most 5 s: a
+	// remote that keeps releasing is not hammered, and nothing is dropped.
+	d := min(5*time.Second, 100*time.Millisecond<<min(releases-1, 6))
+	s.retryTimer = time.AfterFunc(d, func() {
+		select {
+		case s.retryDue <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// sendRetries sends released messages again, in a batch of their own.
+func (s *session) sendRetries(ctx context.Context) error {
+	s.retryTimer = nil
+	retry := s.retry
+	s.retry = nil
+	for _, e := range retry {
+		if err := s.send(ctx, e); err != nil {
+			return err
+		}
+	}
+	return s.maybeCommit(ctx, true)
+}
+
+// deadLetter moves a message the remote broker rejected to the local broker's
+// dead-letter queue, with headers saying why and where it was going; the
+// original is settled once the dead-letter copy is confirmed.
+func (s *session) deadLetter(ctx context.Context, e *entry, reason error) error {
+	dl := *e.out
+	dl.Props = append(append([]transport.Property(nil), e.out.Props...),
+		transport.Property{Name: DeadLetterReasonHeader, Value: errText(reason)},
+		transport.Property{Name: DeadLetterDestinationHeader, Value: e.out.Destination.String()},
+		transport.Property{Name: DeadLetterBrokerHeader, Value: s.remoteID})
+	dl.Destination = s.cfg.DeadLetterQueue
+	if err := s.local.conn.Send(ctx, &dl); err != nil {
+		s.localFailed = true
+		return s.local.errorf(err)
+	}
+	tok, err := s.local.conn.Commit(ctx)
+	if err != nil {
+		s.localFailed = true
+		return s.local.errorf(err)
+	}
+	s.local.await(tok, func(ev transport.Event) error {
+		if ev.Kind == transport.Refused {
+			s.localFailed = true
+			return s.local.errorf(fmt.Errorf("dead-lettering %s: %w", e.id, ev.Err))
+		}
+		e.done, e.deadLettered = true, true
+		s.b.refusals.forget(e.id)
+		s.b.stats.DeadLettered.Add(1)
+		s.log.Error().Str("message_id", e.id).Str("destination", e.out.Destination.String()).
+			Str("dead_letter_queue", s.cfg.DeadLetterQueue.String()).Str("reason", errText(reason)).
+			Msg("message dead-lettered")
+		s.markDirty(e.ds)
+		return s.settleReady(ctx)
+	})
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "rejected"
+	}
+	return err.Error()
+}
+
+// Headers of a dead-lettered message.
+const (
+	DeadLetterReasonHeader      = "BrokernetDeadLetterReason"
+	DeadLetterDestinationHeader = "BrokernetDeadLetterDestination"
+	DeadLetterBrokerHeader      = "BrokernetDeadLetterBroker"
+)
+
+// suspects returns the ids of the messages in flight on the remote broker: when
+// the remote ends the connection with a refusal, one of them caused it.
+func (s *session) suspects() []string {
+	var ids []string
+	add := func(tx *txn) {
+		for _, e := range tx.entries {
+			if e.id != "" {
+				ids = append(ids, e.id)
+			}
+		}
+	}
+	for _, tx := range s.inCommit {
+		add(tx)
+	}
+	if s.open != nil {
+		add(s.open)
+	}
+	return ids
+}

@@ -1,0 +1,543 @@
+package stomp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// Compile-time guards: a URI is a transport.Endpoint, a BrokerConn a transport.Conn.
+var (
+	_ transport.Endpoint = URI{}
+	_ transport.Conn     = (*BrokerConn)(nil)
+)
+
+// Dial connects to the broker at u as a transport.Conn.
+func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	if opts.ClientID != "" && u.ClientID == "" {
+		u.ClientID = opts.ClientID
+	}
+	c, err := Dial(ctx, u, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return NewBrokerConn(c), nil
+}
+
+// Backoff is the reconnect policy of u.
+func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+
+// Subscription ids of the advisory subscriptions a BrokerConn makes.
+const (
+	advisorySubQueue = "bn-adv-queue"
+	advisorySubTopic = "bn-adv-topic"
+	identitySub      = "bn-identity"
+)
+
+// connectionAdvisory is where ActiveMQ announces connections. It replays one
+// for every open connection — ours included — to a new subscriber, with the
+// broker's id as originBrokerId.
+const connectionAdvisory = "/topic/ActiveMQ.Advisory.Connection"
+
+// BrokerConn is a Conn seen through transport.Conn: the STOMP mapping of
+// subscriptions, batches (transactions committed with a receipt), settlements
+// (ACK/NACK) and advisories (JSON consumer advisories).
+type BrokerConn struct {
+	c      *Conn
+	events chan transport.Event
+
+	// mu guards subs and tx, used by the session goroutine and read by the
+	// converter goroutine.
+	mu   sync.Mutex
+	subs map[string]subInfo
+
+	tx    string // open transaction, "" if none
+	txSeq uint64
+
+	identity chan string // broker ids seen on the identity subscription
+	idOnce   sync.Once
+	brokerID string
+	idErr    error
+}
+
+type subInfo struct {
+	individual bool
+	advisory   bool
+}
+
+// NewBrokerConn wraps an established connection.
+func NewBrokerConn(c *Conn) *BrokerConn {
+	b := &BrokerConn{
+		c:        c,
+		events:   make(chan transport.Event, 256),
+		subs:     make(map[string]subInfo),
+		identity: make(chan string, 1),
+	}
+	go b.convert()
+	return b
+}
+
+// Raw is the underlying STOMP connection.
+func (b *BrokerConn) Raw() *Conn { return b.c }
+
+// Info describes the broker.
+func (b *BrokerConn) Info() transport.Info {
+	f := transport.UnknownFlavour
+	switch b.c.Flavour() {
+	case ActiveMQ:
+		f = transport.ActiveMQ
+	case RabbitMQ:
+		f = transport.RabbitMQ
+	case Artemis:
+		f = transport.Artemis
+	}
+	return transport.Info{
+		Protocol:     "stomp",
+		Server:       b.c.Server(),
+		Flavour:      f,
+		ConnectionID: b.c.Session(),
+		Selectors:    f == transport.ActiveMQ || f == transport.Artemis,
+		Transactions: true,
+	}
+}
+
+// Events is the ordered stream of deliveries, receipts and advisories.
+func (b *BrokerConn) Events() <-chan transport.Event { return b.events }
+
+// Done is closed when the connection ended.
+func (b *BrokerConn) Done() <-chan struct{} { return b.c.Done() }
+
+// Err is why the connection ended.
+func (b *BrokerConn) Err() error { return b.c.Err() }
+
+// convert turns the connection's frames into events, in order.
+func (b *BrokerConn) convert() {
+	defer close(b.events)
+	for f := range b.c.Deliveries() {
+		ev, ok := b.event(f)
+		if !ok {
+			continue
+		}
+		select {
+		case b.events <- ev:
+		case <-b.c.Done():
+			return
+		}
+	}
+}
+
+func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
+	if f.Command == frame.RECEIPT {
+		id := f.Header.Get(frame.ReceiptId)
+		n, err := strconv.ParseUint(strings.TrimPrefix(id, streamReceiptPrefix), 10, 64)
+		if err != nil {
+			return transport.Event{}, false
+		}
+		return transport.Event{Kind: transport.Confirmed, Token: transport.Token(n)}, true
+	}
+	sub := f.Header.Get(frame.Subscription)
+	if sub == identitySub {
+		if id := f.Header.Get("originBrokerId"); id != "" {
+			select {
+			case b.identity <- id:
+			default:
+			}
+		}
+		return transport.Event{}, false
+	}
+	b.mu.Lock()
+	info := b.subs[sub]
+	b.mu.Unlock()
+	if info.advisory {
+		ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
+		if errors.Is(err, advisory.ErrNotConsumerAdvisory) {
+			return transport.Event{}, false
+		}
+		if err != nil {
+			return transport.Event{Kind: transport.BadConsumer,
+				Err: fmt.Errorf("%w (body %s)", err, advisory.Trim(f.Body, 300))}, true
+		}
+		return transport.Event{Kind: transport.Consumer, Consumer: ev}, true
+	}
+	ref := ackRef{sub: sub}
+	if id, ok := f.Header.Contains(frame.Ack); ok {
+		ref.id = id
+	} else {
+		ref.msgID = f.Header.Get(frame.MessageId)
+	}
+	return transport.Event{Kind: transport.Delivery, Sub: sub, Msg: MessageOf(f), Ref: ref}, true
+}
+
+// ackRef is what an ACK needs of a MESSAGE: its STOMP 1.2 "ack" header, or for
+// STOMP 1.1 its subscription and message-id.
+type ackRef struct {
+	id, sub, msgID string
+}
+
+func (a ackRef) frame(cmd string) *frame.Frame {
+	if a.id != "" {
+		return frame.New(cmd, frame.Id, a.id)
+	}
+	return frame.New(cmd, frame.Subscription, a.sub, frame.MessageId, a.msgID)
+}
+
+// BrokerID returns the broker's id. ActiveMQ tells it on its connection
+// advisory (originBrokerId); other brokers do not over STOMP.
+func (b *BrokerConn) BrokerID(ctx context.Context) (string, error) {
+	b.idOnce.Do(func() { b.brokerID, b.idErr = b.learnBrokerID(ctx) })
+	return b.brokerID, b.idErr
+}
+
+func (b *BrokerConn) learnBrokerID(ctx context.Context) (string, error) {
+	if b.c.Flavour() != ActiveMQ {
+		return "", fmt.Errorf("%s (%s) does not tell its broker id over STOMP; configure it (--local-id/--remote-id)", b.c.URI(), b.c.Server())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, identitySub,
+		frame.Destination, connectionAdvisory, frame.Ack, "auto",
+		advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
+		return "", err
+	}
+	defer b.c.Write(context.WithoutCancel(ctx), frame.New(frame.UNSUBSCRIBE, frame.Id, identitySub))
+	select {
+	case id := <-b.identity:
+		return id, nil
+	case <-b.c.Done():
+		return "", b.c.Err()
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the broker id on %s: %w", connectionAdvisory, ctx.Err())
+	}
+}
+
+// Subscribe sends SUBSCRIBE with a receipt that arrives as Confirmed. A refused
+// SUBSCRIBE comes back as an ERROR frame, which ends the connection (STOMP has
+// no per-request refusal).
+func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) (transport.Token, error) {
+	ack := "client"
+	if sub.Ack == transport.Individual {
+		ack = "client-individual"
+	}
+	f := frame.New(frame.SUBSCRIBE,
+		frame.Id, sub.ID,
+		frame.Destination, sub.Destination.StompPath(),
+		frame.Ack, ack)
+	switch b.c.Flavour() {
+	case RabbitMQ:
+		f.Header.Add("prefetch-count", strconv.Itoa(sub.Prefetch))
+		if sub.Priority != 0 {
+			f.Header.Add("x-priority", strconv.Itoa(sub.Priority))
+		}
+		if sub.DurableName != "" {
+			f.Header.Add("durable", "true")
+			f.Header.Add("auto-delete", "false")
+			f.Header.Add("x-queue-name", sub.DurableName)
+		}
+	default:
+		f.Header.Add("activemq.prefetchSize", strconv.Itoa(sub.Prefetch))
+		f.Header.Add("activemq.priority", strconv.Itoa(sub.Priority))
+		if sub.DurableName != "" {
+			f.Header.Add("activemq.subscriptionName", sub.DurableName)
+		}
+	}
+	if sub.Selector != "" {
+		if !b.Info().Selectors {
+			return 0, fmt.Errorf("subscribing to %s: %s has no selectors: %w", sub.Destination, b.c.Server(), transport.ErrUnsupported)
+		}
+		f.Header.Add("selector", sub.Selector)
+	}
+	b.mu.Lock()
+	b.subs[sub.ID] = subInfo{individual: sub.Ack == transport.Individual}
+	b.mu.Unlock()
+	return b.streamReceipt(ctx, f)
+}
+
+func (b *BrokerConn) streamReceipt(ctx context.Context, f *frame.Frame) (transport.Token, error) {
+	id, err := b.c.WriteStreamReceipt(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := strconv.ParseUint(strings.TrimPrefix(id, streamReceiptPrefix), 10, 64)
+	return transport.Token(n), nil
+}
+
+// Unsubscribe sends UNSUBSCRIBE; the broker takes back what was not acknowledged.
+func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
+	b.mu.Lock()
+	delete(b.subs, id)
+	b.mu.Unlock()
+	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
+}
+
+// DestroyDurable removes a durable subscription (ActiveMQ: UNSUBSCRIBE carrying
+// activemq.subscriptionName, on a connection with the subscription's client-id).
+func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscription) error {
+	f := frame.New(frame.UNSUBSCRIBE, frame.Id, sub.ID)
+	switch b.c.Flavour() {
+	case RabbitMQ:
+		f.Header.Add("durable", "true")
+		f.Header.Add("x-queue-name", sub.DurableName)
+	default:
+		f.Header.Add("activemq.subscriptionName", sub.DurableName)
+	}
+	return b.c.Write(ctx, f)
+}
+
+// WatchConsumers subscribes to ActiveMQ's consumer advisories as JSON (which
+// needs XStream and Jettison on the broker's classpath).
+func (b *BrokerConn) WatchConsumers(ctx context.Context) error {
+	if b.c.Flavour() != ActiveMQ {
+		return fmt.Errorf("consumer advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
+	}
+	for i, id := range []string{advisorySubQueue, advisorySubTopic} {
+		b.mu.Lock()
+		b.subs[id] = subInfo{advisory: true}
+		b.mu.Unlock()
+		if err := b.c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
+			frame.Destination, advisory.Topics()[i], frame.Ack, "auto",
+			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OwnConsumer reports whether consumerID belongs to this connection: ActiveMQ's
+// consumer ids start with the connection id it sent as the CONNECTED session.
+func (b *BrokerConn) OwnConsumer(consumerID string) bool {
+	s := b.c.Session()
+	return s != "" && len(consumerID) > len(s) && strings.HasPrefix(consumerID, s) && consumerID[len(s)] == ':'
+}
+
+// Send writes m inside the open transaction, beginning one if needed.
+func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
+	if b.tx == "" {
+		b.txSeq++
+		b.tx = "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
+		if err := b.c.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, b.tx)); err != nil {
+			return err
+		}
+	}
+	return b.c.Write(ctx, SendFrame(m, b.tx))
+}
+
+// Commit commits the open transaction with a receipt. A commit with nothing
+// sent is confirmed at once (an empty transaction).
+func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
+	if b.tx == "" {
+		b.txSeq++
+		tx := "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
+		if err := b.c.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, tx)); err != nil {
+			return 0, err
+		}
+		b.tx = tx
+	}
+	tx := b.tx
+	b.tx = ""
+	return b.streamReceipt(ctx, frame.New(frame.COMMIT, frame.Transaction, tx))
+}
+
+// Settle acknowledges (ACK) or releases (NACK) deliveries. A subscription in
+// ack mode "client" is acknowledged cumulatively: one ACK for the last.
+func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Ref, outcome transport.Outcome) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	cmd := frame.ACK
+	if outcome != transport.Accepted {
+		cmd = frame.NACK
+	}
+	b.mu.Lock()
+	individual := b.subs[sub].individual
+	b.mu.Unlock()
+	if !individual && cmd == frame.ACK {
+		refs = refs[len(refs)-1:]
+	}
+	for _, r := range refs {
+		a, ok := r.(ackRef)
+		if !ok {
+			return fmt.Errorf("settling on %s: foreign delivery reference %T", b.c.URI(), r)
+		}
+		if err := b.c.Write(ctx, a.frame(cmd)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sync writes an empty transaction (BEGIN with a receipt, then ABORT): the broker
+// handles a connection's frames in order, so its receipt means everything before
+// was processed. (A receipt on an ACK itself would do, but ActiveMQ then syncs the
+// removal of every acknowledged persistent message to disk.)
+func (b *BrokerConn) Sync(ctx context.Context) (transport.Token, error) {
+	b.txSeq++
+	mark := "bn-sync-" + strconv.FormatUint(b.txSeq, 10)
+	tok, err := b.streamReceipt(ctx, frame.New(frame.BEGIN, frame.Transaction, mark))
+	if err != nil {
+		return 0, err
+	}
+	return tok, b.c.Write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
+}
+
+// Close disconnects gracefully.
+func (b *BrokerConn) Close(ctx context.Context) error { return b.c.Close(ctx) }
+
+// Abort closes at once.
+func (b *BrokerConn) Abort() { b.c.Abort() }
+
+// Headers of a MESSAGE frame that belong to the delivery, not to the message,
+// or that map to Message fields.
+var deliveryHeaders = map[string]bool{
+	frame.Subscription: true, frame.MessageId: true, frame.Ack: true,
+	frame.Destination: true, frame.ContentLength: true, frame.ContentType: true,
+	frame.Receipt: true, frame.Transaction: true, "redelivered": true,
+	"persistent": true, "priority": true, "expires": true, "timestamp": true,
+	"correlation-id": true, "reply-to": true, "type": true,
+}
+
+// MessageOf maps a MESSAGE frame to a transport.Message (see the README's header
+// mapping table). Of repeated headers the first wins, as STOMP says.
+func MessageOf(f *frame.Frame) *transport.Message {
+	h := f.Header
+	m := &transport.Message{
+		ID:            h.Get(frame.MessageId),
+		Persistent:    h.Get("persistent") == "true",
+		Priority:      -1,
+		CorrelationID: h.Get("correlation-id"),
+		ReplyTo:       h.Get("reply-to"),
+		Type:          h.Get("type"),
+		ContentType:   h.Get(frame.ContentType),
+		Redelivered:   h.Get("redelivered") == "true",
+		Body:          f.Body,
+	}
+	m.Destination, _ = destination.FromStomp(h.Get(frame.Destination))
+	if _, ok := h.Contains(frame.ContentLength); ok {
+		m.Bytes = true
+	}
+	if p, err := strconv.Atoi(h.Get("priority")); err == nil {
+		m.Priority = p
+	}
+	if ms, err := strconv.ParseInt(h.Get("expires"), 10, 64); err == nil && ms > 0 {
+		m.Expires = time.UnixMilli(ms)
+	}
+	if ms, err := strconv.ParseInt(h.Get("timestamp"), 10, 64); err == nil && ms > 0 {
+		m.Timestamp = time.UnixMilli(ms)
+	}
+	n := h.Len()
+	m.Props = make([]transport.Property, 0, n)
+	var seen map[string]struct{}
+	if n > 16 {
+		seen = make(map[string]struct{}, n)
+	}
+	for i := 0; i < n; i++ {
+		k, v := h.GetAt(i)
+		if deliveryHeaders[k] {
+			continue
+		}
+		if seen != nil {
+			if _, dup := seen[k]; dup {
+				continue
+			}
+			seen[k] = struct{}{}
+		} else if hasProp(m.Props, k) {
+			continue
+		}
+		m.Props = append(m.Props, transport.Property{Name: k, Value: v})
+	}
+	return m
+}
+
+func hasProp(ps []transport.Property, name string) bool {
+	for i := range ps {
+		if ps[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SendFrame maps m to a SEND frame inside transaction tx ("" for none).
+func SendFrame(m *transport.Message, tx string) *frame.Frame {
+	kv := make([]string, 0, 2*(len(m.Props)+10))
+	kv = append(kv, frame.Destination, m.Destination.StompPath())
+	if tx != "" {
+		kv = append(kv, frame.Transaction, tx)
+	}
+	if m.Bytes {
+		// A content-length makes ActiveMQ build a BytesMessage, its absence a
+		// TextMessage: keep whichever the producer chose.
+		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
+	}
+	if m.ContentType != "" {
+		kv = append(kv, frame.ContentType, m.ContentType)
+	}
+	if m.Persistent {
+		kv = append(kv, "persistent", "true")
+	}
+	if m.Priority >= 0 {
+		kv = append(kv, "priority", strconv.Itoa(m.Priority))
+	}
+	if !m.Expires.IsZero() {
+		kv = append(kv, "expires", strconv.FormatInt(m.Expires.UnixMilli(), 10))
+	}
+	if !m.Timestamp.IsZero() {
+		kv = append(kv, "timestamp", strconv.FormatInt(m.Timestamp.UnixMilli(), 10))
+	}
+	if m.CorrelationID != "" {
+		kv = append(kv, "correlation-id", m.CorrelationID)
+	}
+	if m.ReplyTo != "" {
+		kv = append(kv, "reply-to", m.ReplyTo)
+	}
+	if m.Type != "" {
+		kv = append(kv, "type", m.Type)
+	}
+	for _, p := range m.Props {
+		if deliveryHeaders[p.Name] {
+			continue
+		}
+		kv = append(kv, p.Name, PropText(p.Value))
+	}
+	// frame.Header has no way to take a slice as it is; NewHeader copies it once.
+	return &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(kv...), Body: m.Body}
+}
+
+// PropText renders a property value as STOMP carries it: text.
+func PropText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	case bool:
+		return strconv.FormatBool(x)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case []byte:
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}
