@@ -74,24 +74,32 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	}
 	e := &entry{ds: ds, ref: ev.Ref, id: m.ID, taken: time.Now()}
 	var forIDs []string
-	if ds.sub.Destination.Kind == destination.Topic {
-		var routes int
-		forIDs, routes = s.topicRoutes(ds.sub.Destination)
-		if routes > 1 {
-			if s.dedup.seen(m.ID) {
-				// Another of our subscriptions forwarded this message: settle it
-				// in order with this subscription's others.
-				e.done = true
-				ds.pending = append(ds.pending, e)
-				s.markDirty(ds)
-				return nil
-			}
+	topic := ds.sub.Destination.Kind == destination.Topic
+	if topic {
+		forIDs, _ = s.topicRoutes(ds.sub.Destination)
+		// Every topic message is checked, whatever the number of our
+		// subscriptions on the topic now: the copy of one that retired since
+		// may already have gone out.
+		if s.dedup.seen(m.ID) {
+			// Another of our subscriptions forwarded this message: settle it
+			// in order with this subscription's others.
+			e.done = true
+			ds.pending = append(ds.pending, e)
+			s.markDirty(ds)
+			return nil
+		}
+	}
+	// taken records a topic message that goes out (or to the dead-letter
+	// queue), so that other copies of it are settled without forwarding.
+	taken := func() {
+		if topic {
 			s.dedup.remember(m.ID)
 		}
 	}
 	e.out = outgoing(m, s.localID, forIDs)
 	switch n := s.b.refusals.count(m.ID); {
 	case n >= s.cfg.MaxRefusals:
+		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times", n))
@@ -103,12 +111,14 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 			s.backlog = append([]transport.Event{ev}, s.backlog...)
 			return nil
 		}
+		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		s.open = &txn{solo: true}
 		s.isolating = true
 		return s.send(ctx, e)
 	}
+	taken()
 	ds.pending = append(ds.pending, e)
 	s.inFlight++
 	return s.send(ctx, e)
