@@ -60,6 +60,15 @@ type Config struct {
 	MaxRefusals int
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
+	// DurableOfflineTimeout is how long durable demand is kept for a remote
+	// durable subscription whose subscribers are all offline; then it is
+	// destroyed with the messages it kept (ActiveMQ's
+	// offlineDurableSubscriberTimeout, for the bridge's own durable
+	// subscriptions). 0, the default, keeps it until the remote durable
+	// subscription is seen destroyed: one destroyed while the bridge was away
+	// cannot be told from one whose subscriber is offline (see durables.go), so
+	// its demand then keeps accumulating.
+	DurableOfflineTimeout time.Duration
 	// Log receives one line per state change.
 	Log zerolog.Logger
 }
@@ -110,6 +119,9 @@ type Stats struct {
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions ended by an error
 	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
+	// DurablesDestroyed counts durable demand subscriptions destroyed on the
+	// local broker, with what they kept.
+	DurablesDestroyed atomic.Int64
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.
@@ -132,6 +144,9 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.defaults()
 	if cfg.Window < 1 || cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("bridge %s: window and batch must be positive", cfg.Name)
+	}
+	if cfg.DurableOfflineTimeout < 0 {
+		return nil, fmt.Errorf("bridge %s: durable offline timeout %v is negative", cfg.Name, cfg.DurableOfflineTimeout)
 	}
 	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
 		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)

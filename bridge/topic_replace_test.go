@@ -10,6 +10,10 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/demand"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 )
@@ -105,8 +109,11 @@ func TestTopicSelectorChurnLosesNothing(t *testing.T) {
 // durableConsumer subscribes a durable subscriber to topic on broker b.
 func durableConsumer(t *testing.T, b *testbroker.ActiveMQ, clientID, name, topic, selector string) *stomptest.Consumer {
 	t.Helper()
-	return stomptest.Subscribe(t, b.StompURI()+"?clientId="+clientID, "/topic/"+topic,
-		"activemq.subscriptionName", name, "selector", selector)
+	headers := []string{"activemq.subscriptionName", name}
+	if selector != "" {
+		headers = append(headers, "selector", selector)
+	}
+	return stomptest.Subscribe(t, b.StompURI()+"?clientId="+clientID, "/topic/"+topic, headers...)
 }
 
 // TestDurableBacklogSurvivesOtherSelector: a durable subscriber selecting
@@ -145,30 +152,52 @@ func TestDurableBacklogSurvivesOtherSelector(t *testing.T) {
 	}
 }
 
-// topicSize returns what broker b holds for durable subscriptions of topic
-// (the statistics plugin's size), 0 when the topic does not exist.
-func topicSize(b *testbroker.ActiveMQ, topic string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := b.TopicStats(ctx, topic)
-	if errors.Is(err, testbroker.ErrNoSuchDestination) {
-		return 0, nil
+// durableLeft stops nothing: with no bridge running, it opens the durable
+// demand subscription for durable subscriber name on topic as the bridge from
+// a to b makes it (same client-id, name and selector, so ActiveMQ hands back
+// what it kept rather than re-creating it), publishes a marker and returns how
+// many messages the subscription held before the marker.
+func durableLeft(t *testing.T, a, b *testbroker.ActiveMQ, topic, name string) int {
+	t.Helper()
+	o := defaultDemand()
+	o.LocalID, o.RemoteID = a.ID(), b.ID()
+	ch, _ := demand.New(o).Apply(advisory.Event{Kind: advisory.ConsumerAdded, Consumer: advisory.Consumer{
+		ID: "probe", Destination: destination.Destination{Kind: destination.Topic, Name: topic}, SubscriptionName: name}})
+	if len(ch) != 1 || ch[0].Sub.DurableName == "" {
+		t.Fatalf("no durable demand for %s: %+v", name, ch)
 	}
-	return st.Size, err
+	sub := ch[0].Sub
+	clientID := "brokernet_" + a.ID() + "_to_" + b.ID() // durableClientID; the test ids need no cleaning
+	c := stomptest.Subscribe(t, a.StompURI()+"?clientId="+clientID, "/topic/"+topic,
+		"activemq.subscriptionName", sub.DurableName, "selector", sub.Selector)
+	const marker = 1_000_000
+	stomptest.SendN(t, a.StompURI(), "/topic/"+topic, marker, 1, true)
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		if c.Missing(marker, 1) != nil {
+			return errors.New("marker not received yet")
+		}
+		return nil
+	})
+	c.Close()
+	return c.Count() - 1
 }
 
 // TestDurableDestroyedWhileBridgeDown: a durable subscriber on B goes offline,
 // the bridge stops, messages for it accumulate on A, and the subscriber
-// destroys its durable subscription. Once the bridge is back, the durable
-// demand subscription on A is gone with what it held, and later messages no
-// longer accumulate.
+// destroys its durable subscription. ActiveMQ's advisories cannot tell the
+// bridge that it was destroyed rather than offline, so with a durable offline
+// timeout the bridge, back, destroys the demand once the subscription was
+// offline that long, counting from when its ledger saw it leave: no durable
+// demand subscription for it remains on A, and nothing accumulates there.
 func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
-	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	const timeout = 3 * time.Second
+	withTimeout := func(c *bridge.Config) { c.DurableOfflineTimeout = timeout }
+	ab := startBridge(t, a.StompURI(), b.StompURI(), withTimeout)
 	d := durableConsumer(t, b, "durable-x", "sx", "gone", "")
 	waitDemand(t, ab, 1, 10*time.Second)
 	stomptest.SendN(t, a.StompURI(), "/topic/gone", 0, 10, true)
@@ -179,15 +208,11 @@ func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 	if err := ab.stop(); err != nil {
 		t.Fatal(err)
 	}
-
+	if n := ab.Stats().DurablesDestroyed.Load(); n != 0 {
+		t.Fatalf("%d durable demand subscriptions destroyed while the subscriber was offline for less than %v", n, timeout)
+	}
 	// Kept for the offline subscriber by the durable demand on A.
 	stomptest.SendN(t, a.StompURI(), "/topic/gone", 100, 50, true)
-	stomptest.Eventually(t, 10*time.Second, func() error {
-		if n, err := topicSize(a, "gone"); err != nil || n != 50 {
-			return fmt.Errorf("A holds %d for the durable demand (%v), want 50", n, err)
-		}
-		return nil
-	})
 	// The subscriber destroys its durable subscription while the bridge is down.
 	c := stomptest.Dial(t, b.StompURI()+"?clientId=durable-x")
 	done := make(chan error, 1)
@@ -200,18 +225,18 @@ func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 	}
 	c.Close(context.Background())
 
-	startBridge(t, a.StompURI(), b.StompURI(), nil)
+	ab = startBridge(t, a.StompURI(), b.StompURI(), withTimeout)
 	stomptest.Eventually(t, 30*time.Second, func() error {
-		if n, err := topicSize(a, "gone"); err != nil || n != 0 {
-			return fmt.Errorf("A still holds %d for a destroyed remote durable subscription (%v)", n, err)
+		if n := ab.Stats().DurablesDestroyed.Load(); n != 1 {
+			return fmt.Errorf("%d durable demand subscriptions destroyed, want 1", n)
 		}
 		return nil
 	})
 	stomptest.SendN(t, a.StompURI(), "/topic/gone", 200, 50, true)
-	stomptest.Eventually(t, 10*time.Second, func() error {
-		if n, err := topicSize(a, "gone"); err != nil || n != 0 {
-			return fmt.Errorf("A accumulates %d messages for nobody (%v)", n, err)
-		}
-		return nil
-	})
+	if err := ab.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := durableLeft(t, a, b, "gone", "sx"); n != 0 {
+		t.Fatalf("A kept %d messages for a destroyed remote durable subscription", n)
+	}
 }

@@ -204,6 +204,8 @@ type RemoteDurable struct {
 	// DemandName is the DurableName of the local durable subscription that
 	// serves it when it was recorded.
 	DemandName string `json:"demand_name"`
+	// Online is true while a consumer of it is online (ignored by Restore).
+	Online bool `json:"online,omitempty"`
 }
 
 // Durables returns the remote durable subscriptions the table tracks, in key
@@ -216,7 +218,7 @@ func (t *Table) Durables() []RemoteDurable {
 		c := rec.c
 		c.ID = ""
 		c.Path = slices.Clone(c.Path)
-		rd := RemoteDurable{Consumer: c}
+		rd := RemoteDurable{Consumer: c, Online: len(rec.active) > 0}
 		if s := rec.slot; s != nil {
 			switch {
 			case s.cur != nil:
@@ -313,4 +315,21 @@ func (t *Table) StaleDurables(held []Subscription) []Change {
 		out = append(out, Change{Kind: Unsubscribe, Sub: sub, DestroyDurable: true})
 	}
 	return out
+}
+
+// Forget forgets the remote durable subscription of consumer c (as recorded
+// by Durables) if no consumer of it is online, as if its DurableRemoved had
+// been seen, and returns the Changes: the destruction of its durable demand
+// unless another remote durable subscription still needs it. The bridge
+// uses it for subscriptions offline longer than it may keep messages for
+// them: whether one was destroyed while the bridge was away cannot be told
+// from the remote broker's advisories. It reports whether c was forgotten.
+func (t *Table) Forget(c advisory.Consumer) ([]Change, bool) {
+	c = normalize(c)
+	rec, ok := t.durables[durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}]
+	if !ok || len(rec.active) > 0 {
+		return nil, false
+	}
+	t.detachRecord(rec)
+	return t.settle(), true
 }

@@ -362,3 +362,36 @@ func TestStaleDurablesKeepsWantedNames(t *testing.T) {
 		t.Fatalf("stale %+v", stale)
 	}
 }
+
+// TestForgetOfflineDurable checks that only an offline remote durable
+// subscription is forgotten, and that its demand goes only with the last
+// subscription that needs it.
+func TestForgetOfflineDurable(t *testing.T) {
+	tbl := New(opts())
+	b := runSteps(t, tbl, []step{
+		{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
+		{ev: added(durableSub("d2", "s2", "")), action: Joined},
+		{ev: removed("d2"), action: Left},
+	})
+	if recs := tbl.Durables(); len(recs) != 2 || !recs[0].Online || recs[1].Online {
+		t.Fatalf("Durables() = %+v", recs)
+	}
+	if _, ok := tbl.Forget(durableSub("", "s1", "")); ok {
+		t.Fatal("forgot an online durable subscription")
+	}
+	ch, ok := tbl.Forget(durableSub("", "s2", ""))
+	if !ok || len(ch) != 0 {
+		t.Fatalf("forgetting s2 while s1 shares the demand: %v %+v", ok, ch)
+	}
+	b.apply(t, ch)
+	runStepsOn(t, tbl, b, []step{{ev: removed("d1"), action: Removed, changes: []string{"-keep"}}})
+	ch, ok = tbl.Forget(durableSub("", "s1", ""))
+	if !ok || !slices.Equal(summary(ch), []string{"-destroy"}) {
+		t.Fatalf("forgetting the last: %v %q", ok, summary(ch))
+	}
+	b.apply(t, ch)
+	b.check(t, tbl)
+	if _, ok := tbl.Forget(durableSub("", "s1", "")); ok {
+		t.Fatal("forgot s1 twice")
+	}
+}
