@@ -13,6 +13,7 @@ build:
 # deps installs what the integration tests and the demo need (Debian packages).
 deps:
 	bash testdata/activemq.sh install
+	bash testdata/rabbitmq.sh install
 
 # test runs every test: unit tests and integration tests against real brokers
 # that the tests start themselves on free ports.

@@ -119,6 +119,7 @@ type Stats struct {
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions ended by an error
 	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
+	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
 	// DurablesDestroyed counts durable demand subscriptions destroyed on the
 	// local broker, with what they kept.
 	DurablesDestroyed atomic.Int64
@@ -221,7 +222,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		b.stats.SessionFailure.Add(1)
 		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
-			b.refusals.add(s.suspects())
+			b.refusals.add(s.suspects(), err)
 		}
 		if s.wasUp {
 			attempt = 0
@@ -245,11 +246,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 // uses it.
 type refusals struct {
 	counts map[string]int
+	last   string // the latest refusal's error, for the dead-letter reason
 }
 
 const maxSuspects = 1 << 14
 
-func (r *refusals) add(ids []string) {
+func (r *refusals) add(ids []string, err error) {
+	r.last = err.Error()
 	if r.counts == nil {
 		r.counts = make(map[string]int)
 	}

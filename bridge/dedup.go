@@ -43,11 +43,13 @@ func (d *topicDedup) remember(id string) {
 	d.ids[id] = struct{}{}
 }
 
-// topicRoutes returns the brokers our live subscriptions on topic d forward
-// toward (their Tag.For), and how many such subscriptions there are.
+// topicRoutes returns the brokers our live topic subscriptions that receive a
+// copy of a message published on topic d forward toward (their Tag.For), and how
+// many such subscriptions there are. A wildcard subscription (prices.>) receives
+// a copy of every topic it matches, so it counts for each of them.
 func (s *session) topicRoutes(d destination.Destination) (forIDs []string, n int) {
 	for _, ds := range s.subs {
-		if ds.removing || ds.sub.Destination != d {
+		if ds.removing || !ds.receives(d) {
 			continue
 		}
 		n++
@@ -57,4 +59,15 @@ func (s *session) topicRoutes(d destination.Destination) (forIDs []string, n int
 	}
 	slices.Sort(forIDs)
 	return forIDs, n
+}
+
+// receives reports whether ds gets a copy of a message on topic d.
+func (ds *demandSub) receives(d destination.Destination) bool {
+	if ds.sub.Destination.Kind != d.Kind {
+		return false
+	}
+	if ds.pattern == nil {
+		return ds.sub.Destination.Name == d.Name
+	}
+	return ds.pattern.Match(d)
 }

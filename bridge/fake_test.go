@@ -40,6 +40,10 @@ type fakeBroker struct {
 	// refuse makes the broker end the connection with ErrRefused on a Send.
 	refuse func(m *transport.Message) bool
 	dialed chan *fakeConn
+	// noSelectors makes the broker one without selectors (RabbitMQ).
+	noSelectors bool
+	// deliveries counts dispatches per message id.
+	deliveries map[string]int
 }
 
 type fakeMsg struct {
@@ -49,7 +53,7 @@ type fakeMsg struct {
 }
 
 func newFakeBroker(name string) *fakeBroker {
-	return &fakeBroker{name: name, queues: make(map[string][]*fakeMsg), dialed: make(chan *fakeConn, 100)}
+	return &fakeBroker{name: name, queues: make(map[string][]*fakeMsg), dialed: make(chan *fakeConn, 100), deliveries: make(map[string]int)}
 }
 
 var _ transport.Endpoint = (*fakeBroker)(nil)
@@ -70,13 +74,19 @@ func (b *fakeBroker) Dial(ctx context.Context, opts transport.DialOptions) (tran
 }
 
 // put enqueues n messages on queue q, with bodies "q-i".
-func (b *fakeBroker) put(q string, n int) {
+func (b *fakeBroker) put(q string, n int) { b.putWith(q, n) }
+
+// putWith enqueues n messages on queue q with properties props (name, value pairs).
+func (b *fakeBroker) putWith(q string, n int, props ...string) {
 	b.mu.Lock()
 	for i := 0; i < n; i++ {
 		b.seq++
 		id := fmt.Sprintf("ID:%s-%d", b.name, b.seq)
 		m := &transport.Message{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: q},
 			Priority: 4, Body: fmt.Appendf(nil, "%s-%d", q, i)}
+		for j := 0; j+1 < len(props); j += 2 {
+			m.Props = append(m.Props, transport.Property{Name: props[j], Value: props[j+1]})
+		}
 		b.queues[q] = append(b.queues[q], &fakeMsg{id: id, msg: m})
 	}
 	b.mu.Unlock()
@@ -108,6 +118,7 @@ func (b *fakeBroker) dispatch() {
 			m := msgs[0]
 			msgs = msgs[1:]
 			target.unsettled = append(target.unsettled, m)
+			b.deliveries[m.id]++
 			out := *m.msg
 			out.Redelivered = m.redelivered
 			tc.events <- transport.Event{Kind: transport.Delivery, Sub: target.sub.ID, Msg: &out, Ref: m.id}
@@ -232,7 +243,7 @@ func (c *fakeConn) fail(err error) {
 }
 
 func (c *fakeConn) Info() transport.Info {
-	return transport.Info{Protocol: "fake", Server: "fake", Selectors: true, Transactions: true}
+	return transport.Info{Protocol: "fake", Server: "fake", Selectors: !c.b.noSelectors, Transactions: true}
 }
 func (c *fakeConn) Events() <-chan transport.Event { return c.events }
 func (c *fakeConn) Done() <-chan struct{}          { return c.done }
@@ -343,8 +354,23 @@ func (c *fakeConn) Settle(ctx context.Context, sub string, refs []transport.Ref,
 	if !ok {
 		return fmt.Errorf("settling on unknown subscription %s", sub)
 	}
+	if outcome == transport.Released {
+		q := s.sub.Destination.Name
+		for _, r := range refs {
+			i := slices.IndexFunc(s.unsettled, func(m *fakeMsg) bool { return m.id == r.(string) })
+			if i < 0 {
+				return fmt.Errorf("releasing %v: not dispatched to %s", r, sub)
+			}
+			m := s.unsettled[i]
+			s.unsettled = slices.Delete(s.unsettled, i, i+1)
+			m.redelivered = true
+			c.b.queues[q] = append(c.b.queues[q], m)
+		}
+		go c.b.dispatch()
+		return nil
+	}
 	if outcome != transport.Accepted {
-		return fmt.Errorf("fake broker: only accept is modelled")
+		return fmt.Errorf("fake broker: rejecting deliveries is not modelled")
 	}
 	// Cumulative unless individual: everything up to the last ref.
 	for _, r := range refs {

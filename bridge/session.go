@@ -70,6 +70,12 @@ type session struct {
 	retry      []*entry
 	retryTimer *time.Timer
 	retryDue   chan struct{}
+	// held are deliveries that must stay on the local broker (filter.go), to be
+	// released after holdDelay.
+	held       []heldMsg
+	holdTimer  *time.Timer
+	holdDelay  time.Duration
+	releaseDue chan struct{}
 	// isolating is set while a suspect message (one the remote refused before)
 	// waits to be sent alone, or is in flight alone.
 	isolating bool
@@ -112,6 +118,7 @@ func newSession(b *Bridge) *session {
 		offlineSince:   make(map[string]time.Time),
 		replay:         newReplayState(),
 		retryDue:       make(chan struct{}, 1),
+		releaseDue:     make(chan struct{}, 1),
 	}
 }
 
@@ -176,6 +183,10 @@ func (s *session) run(ctx context.Context) error {
 		if s.retryTimer != nil {
 			s.retryTimer.Stop()
 		}
+		if s.holdTimer != nil {
+			s.holdTimer.Stop()
+		}
+		s.b.stats.Held.Store(0)
 		if s.durable != nil {
 			s.durable.conn.Abort()
 		}
@@ -263,6 +274,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onReplayDue(wctx)
 		case <-s.retryDue:
 			err = s.sendRetries(wctx)
+		case <-s.releaseDue:
+			err = s.releaseHeld(wctx)
 		case <-expire:
 			err = s.expireDurables(wctx)
 		}
@@ -386,6 +399,7 @@ func (s *session) onLocalAdvisory(ctx context.Context, p *peer, ev advisory.Even
 	if s.local.conn.OwnConsumer(ev.Consumer.ID) {
 		return nil
 	}
+	s.localConsumerChanged()
 	changes, decision := s.table.ApplyLocal(ev)
 	s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("local advisory")
 	return s.apply(ctx, changes)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -212,5 +214,81 @@ func TestRemoteFailureRedeliversEverythingUnsettled(t *testing.T) {
 	wantAllOnce(t, remote, "q", 100)
 	if b.Stats().Sessions.Load() < 2 {
 		t.Errorf("sessions = %d, want a reconnect", b.Stats().Sessions.Load())
+	}
+}
+
+func TestDeadDurableConnectionEndsSessionWhileWindowFull(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	remote.consumers = append(remote.consumers, advisory.Event{Kind: advisory.ConsumerAdded, ConsumerCount: -1,
+		Consumer: advisory.Consumer{ID: "ID:remote-1:1:1:1", Destination: destination.Destination{Kind: destination.Topic, Name: "t"},
+			SubscriptionName: "sub1", ClientID: "client1"}})
+	remote.holdCommits = true
+	b, _, _ := startFake(t, local, remote, Config{Window: 5, MaxBatch: 5, MaxCommits: 1})
+	local.put("t", 50)
+	waitFor(t, 2*time.Second, "window full", func() bool { return remote.heldCommits() == 1 })
+	// The durable subscription lives on the second local connection.
+	var durable *fakeConn
+	local.mu.Lock()
+	for _, c := range local.conns {
+		for _, s := range c.subs {
+			if s.sub.DurableName != "" {
+				durable = c
+			}
+		}
+	}
+	local.mu.Unlock()
+	if durable == nil {
+		t.Fatal("no durable demand subscription was made")
+	}
+	// The old session's confirmations never come; the next session's are not held.
+	remote.mu.Lock()
+	remote.held, remote.holdCommits = nil, false
+	remote.mu.Unlock()
+	durable.fail(errors.New("connection reset"))
+	waitFor(t, 5*time.Second, "a new session", func() bool { return b.Stats().Sessions.Load() >= 2 })
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("t") == 0 })
+}
+
+func TestWithoutSelectorsMessagesThatVisitedTheRemoteStayAndDoNotSpin(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	consumerOn(remote, "q")
+	b, _, _ := startFake(t, local, remote, Config{})
+	local.putWith("q", 5, "BrokernetPath", "|B|", "BrokernetHops", "1") // came from B
+	local.put("q", 20)
+	waitFor(t, 5*time.Second, "the 20 local-origin messages forwarded", func() bool { return len(remote.receivedBodies()) == 20 })
+	waitFor(t, 2*time.Second, "the 5 from B held", func() bool { return b.Stats().Held.Load() == 5 })
+	if q := local.queued("q"); q != 5 {
+		t.Fatalf("local holds %d, want the 5 that came from B", q)
+	}
+	// Held messages are released and may come back; the delay doubles, so
+	// over 2.5 s each is delivered at most three times (0 s, 1 s, 3 s).
+	time.Sleep(2500 * time.Millisecond)
+	local.mu.Lock()
+	for id, n := range local.deliveries {
+		if n > 3 {
+			t.Errorf("message %s delivered %d times in 2.5 s: the bridge spins", id, n)
+		}
+	}
+	local.mu.Unlock()
+	if got := len(remote.receivedBodies()); got != 20 {
+		t.Fatalf("remote received %d, want 20: a message went back to a broker it came from", got)
+	}
+}
+
+func TestWithoutSelectorsDemandWithASelectorIsNotServed(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	ev := queueConsumer("ID:remote-1:1:1:1", "q")
+	ev.Consumer.Selector = "k = 'a'"
+	remote.consumers = append(remote.consumers, ev)
+	b, _, _ := startFake(t, local, remote, Config{})
+	waitFor(t, 2*time.Second, "the advisory applied", func() bool { return b.Stats().Advisories.Load() == 1 })
+	local.put("q", 10)
+	if n := b.Stats().DemandSubs.Load() + b.Stats().PendingSubs.Load(); n != 0 {
+		t.Fatalf("%d demand subscriptions, want none", n)
+	}
+	if q := local.queued("q"); q != 10 {
+		t.Fatalf("local holds %d, want all 10", q)
 	}
 }

@@ -26,6 +26,11 @@ type demandSub struct {
 	// settling counts deliveries settled whose settlement the broker has not yet
 	// confirmed (Sync).
 	settling int
+	// bridgeFilters: the local broker has no selectors, so the bridge applies
+	// the hop filter itself (filter.go).
+	bridgeFilters bool
+	// pattern matches the destinations of a wildcard subscription; nil otherwise.
+	pattern *destination.Pattern
 	// forID is the broker this topic subscription forwards toward (Tag.For).
 	forID string
 	// replaced is an Unsubscribe waiting for its replacement to be confirmed by
@@ -93,6 +98,19 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		// forwarded; those stay unsettled, so settlement must be individual.
 		ts.Ack = transport.Individual
 	}
+	bridgeFilters := !p.conn.Info().Selectors
+	if bridgeFilters {
+		if sub.UserSelector != "" || sub.Replay {
+			// Without selectors on the local broker, a consumer's selector cannot
+			// be honoured: forwarding everything would strand what it does not
+			// select on the remote. Its messages stay here.
+			s.log.Warn().Str("destination", sub.Destination.String()).Str("selector", sub.UserSelector).
+				Bool("replay", sub.Replay).Msg("demand not served: the local broker has no selectors")
+			return nil
+		}
+		ts.Selector = ""
+		ts.Ack = transport.Individual
+	}
 	// The confirmation is not waited for here: that would stop this loop from
 	// reading the deliveries it may queue behind. It marks the subscription
 	// active when it arrives.
@@ -114,9 +132,14 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		s.updateSubStats()
 		return s.retireReplaced(ctx, id)
 	})
-	ds := &demandSub{sub: sub, peer: p, individual: ts.Ack == transport.Individual}
+	ds := &demandSub{sub: sub, peer: p, individual: ts.Ack == transport.Individual, bridgeFilters: bridgeFilters}
 	if _, tag, ok := advisory.ParseSelector(sub.Selector); ok {
 		ds.forID = tag.For
+	}
+	if strings.ContainsAny(sub.Destination.Name, "*>") {
+		if pat, err := destination.ParsePattern(sub.Destination.String()); err == nil {
+			ds.pattern = &pat
+		}
 	}
 	s.subs[sub.ID] = ds
 	s.updateSubStats()

@@ -73,10 +73,25 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		return nil
 	}
 	e := &entry{ds: ds, ref: ev.Ref, id: m.ID, taken: time.Now()}
+	if ds.bridgeFilters {
+		switch s.hopVerdict(ds, m) {
+		case stays:
+			s.hold(ds, ev.Ref)
+			return nil
+		case notOurs:
+			e.done = true
+			ds.pending = append(ds.pending, e)
+			s.markDirty(ds)
+			return nil
+		}
+	}
 	var forIDs []string
-	topic := ds.sub.Destination.Kind == destination.Topic
+	// A message without id cannot be recognised (its copies are not told apart).
+	topic := ds.sub.Destination.Kind == destination.Topic && m.ID != ""
+	if ds.sub.Destination.Kind == destination.Topic {
+		forIDs, _ = s.topicRoutes(m.Destination)
+	}
 	if topic {
-		forIDs, _ = s.topicRoutes(ds.sub.Destination)
 		// Every topic message is checked, whatever the number of our
 		// subscriptions on the topic now: the copy of one that retired since
 		// may already have gone out.
@@ -102,7 +117,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
-		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times", n))
+		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
 	case n > 0:
 		if s.open != nil || s.committing > 0 {
 			// Sent alone once nothing else is in flight, so that a refusal is
@@ -227,16 +242,31 @@ func (s *session) settleReady(ctx context.Context) error {
 	var refs []transport.Ref
 	for ds := range s.dirty {
 		delete(s.dirty, ds)
-		n := 0
-		for n < len(ds.pending) && ds.pending[n].done {
-			n++
+		// Cumulative settlement covers everything before: only the run of done
+		// entries at the head may go. Individual settlement takes every done one.
+		var done, rest []*entry
+		if ds.individual {
+			for _, e := range ds.pending {
+				if e.done {
+					done = append(done, e)
+				} else {
+					rest = append(rest, e)
+				}
+			}
+		} else {
+			n := 0
+			for n < len(ds.pending) && ds.pending[n].done {
+				n++
+			}
+			done, rest = ds.pending[:n], append([]*entry(nil), ds.pending[n:]...)
 		}
-		if n == 0 {
+		if len(done) == 0 {
 			continue
 		}
+		n := len(done)
 		st := settled{ds: ds, n: n}
 		refs = refs[:0]
-		for _, e := range ds.pending[:n] {
+		for _, e := range done {
 			refs = append(refs, e.ref)
 			if e.out != nil {
 				st.window++
@@ -245,7 +275,7 @@ func (s *session) settleReady(ctx context.Context) error {
 				}
 			}
 		}
-		ds.pending = append(ds.pending[:0:0], ds.pending[n:]...)
+		ds.pending = rest
 		ds.settling += n
 		if err := ds.peer.conn.Settle(ctx, ds.sub.ID, refs, transport.Accepted); err != nil {
 			s.localFailed = true

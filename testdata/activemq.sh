@@ -6,6 +6,7 @@
 #   activemq.sh start --dir DIR --name NAME --id ID --stomp-port P --openwire-port P
 #                     [--persistent] [--data-dir D] [--network-connector URI ...]
 #                     [--network-ttl N] [--xmx 256m] [--no-wait] [--timeout 60]
+#                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
 #   activemq.sh stop  --dir DIR [--timeout 20]
 #   activemq.sh kill  --dir DIR
 #   activemq.sh status --dir DIR      (exit 0 and print the pid if running)
@@ -178,7 +179,7 @@ abs_path() {
 
 cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
-	local ttl=1 xmx=256m nowait="" timeout=60
+	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
 	local -a ncs=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
@@ -191,6 +192,8 @@ cmd_start() {
 		--data-dir) data_dir="$2"; shift 2 ;;
 		--network-connector) ncs+=("$2"); shift 2 ;;
 		--network-ttl) ttl="$2"; shift 2 ;;
+		--stomp-options) stomp_opts="$2"; shift 2 ;;
+		--openwire-options) ow_opts="$2"; shift 2 ;;
 		--xmx) xmx="$2"; shift 2 ;;
 		--no-wait) nowait=1; shift ;;
 		--timeout) timeout="$2"; shift 2 ;;
@@ -282,6 +285,8 @@ cmd_start() {
 	xml="${xml//@TMP_DIR@/$(xml_escape "$dir/tmp")}"
 	xml="${xml//@STOMP_PORT@/$stomp_port}"
 	xml="${xml//@OPENWIRE_PORT@/$ow_port}"
+	xml="${xml//@STOMP_OPTIONS@/${stomp_opts:+&amp;$(xml_escape "$stomp_opts")}}"
+	xml="${xml//@OPENWIRE_OPTIONS@/${ow_opts:+&amp;$(xml_escape "$ow_opts")}}"
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
 	printf '%s\n' "$xml" >"$dir/conf/activemq.xml"

@@ -50,6 +50,11 @@ type Options struct {
 	NoWait bool
 	// Xmx is the JVM heap limit, default "256m".
 	Xmx string
+	// StompOptions and OpenWireOptions are appended to the transport
+	// connectors' URIs, e.g. "transport.tcpNoDelay=true" or
+	// "wireFormat.maxFrameSize=1048576". By default the connectors have
+	// Debian's default transport settings (no tcpNoDelay), as users run them.
+	StompOptions, OpenWireOptions string
 	// StompPort and OpenWirePort are picked with FreePorts when zero.
 	StompPort, OpenWirePort int
 }
@@ -271,6 +276,12 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkTTL != 0 {
 		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	if b.opt.StompOptions != "" {
+		args = append(args, "--stomp-options", b.opt.StompOptions)
+	}
+	if b.opt.OpenWireOptions != "" {
+		args = append(args, "--openwire-options", b.opt.OpenWireOptions)
 	}
 	out, err := b.run(ctx, args...)
 	if err != nil {

@@ -71,6 +71,20 @@ func (f Flavour) String() string {
 	return "unknown"
 }
 
+// ParseFlavour reads a flavour name as ?flavor= gives it: activemq, rabbitmq
+// or artemis (any case).
+func ParseFlavour(s string) (Flavour, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "activemq":
+		return ActiveMQ, nil
+	case "rabbitmq":
+		return RabbitMQ, nil
+	case "artemis":
+		return Artemis, nil
+	}
+	return Unknown, fmt.Errorf("unknown flavor %q (want activemq, rabbitmq or artemis)", s)
+}
+
 func flavourOf(server string) Flavour {
 	s := strings.ToLower(server)
 	switch {
@@ -161,6 +175,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
+	nc = withQuickAck(nc)
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
 		if err != nil {
@@ -256,6 +271,12 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 		}
 		c.server = r.Header.Get(frame.Server)
 		c.flavour = flavourOf(c.server)
+		if c.uri.Flavour != Unknown {
+			c.flavour = c.uri.Flavour
+		}
+		if c.uri.Flavour != Unknown {
+			c.flavour = c.uri.Flavour // ?flavor= wins over the server header
+		}
 		c.session = r.Header.Get(frame.Session)
 		switch v := r.Header.Get(frame.Version); v {
 		case "1.1", "1.2":

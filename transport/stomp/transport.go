@@ -1,6 +1,7 @@
 package stomp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -74,6 +76,23 @@ type BrokerConn struct {
 type subInfo struct {
 	individual bool
 	advisory   bool
+}
+
+// rabbitSubPrefix starts the subscription ids brokernet uses on RabbitMQ, so that
+// RabbitMQ's consumer events (consumer tag "T_" + id) show them as the bridge's
+// own, never as demand (advisory.BridgeTagPrefix says the same).
+const rabbitSubPrefix = "brokernet-"
+
+// rabbitQueuePrefix starts the names of the queues brokernet declares on
+// RabbitMQ for its topic subscriptions (x-queue-name).
+const rabbitQueuePrefix = "brokernet."
+
+// wireID is the subscription id sent to the broker for id.
+func (b *BrokerConn) wireID(id string) string {
+	if b.c.Flavour() == RabbitMQ {
+		return rabbitSubPrefix + id
+	}
+	return id
 }
 
 // NewBrokerConn wraps an established connection.
@@ -147,6 +166,9 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		return transport.Event{Kind: transport.Confirmed, Token: transport.Token(n)}, true
 	}
 	sub := f.Header.Get(frame.Subscription)
+	if b.c.Flavour() == RabbitMQ {
+		sub = strings.TrimPrefix(sub, rabbitSubPrefix)
+	}
 	if sub == identitySub {
 		if id := f.Header.Get("originBrokerId"); id != "" {
 			select {
@@ -176,7 +198,11 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 	} else {
 		ref.msgID = f.Header.Get(frame.MessageId)
 	}
-	return transport.Event{Kind: transport.Delivery, Sub: sub, Msg: MessageOf(f), Ref: ref}, true
+	m := MessageOf(f)
+	if b.c.Flavour() == RabbitMQ {
+		fromRabbit(f, m)
+	}
+	return transport.Event{Kind: transport.Delivery, Sub: sub, Msg: m, Ref: ref}, true
 }
 
 // ackRef is what an ACK needs of a MESSAGE: its STOMP 1.2 "ack" header, or for
@@ -200,6 +226,19 @@ func (b *BrokerConn) BrokerID(ctx context.Context) (string, error) {
 }
 
 func (b *BrokerConn) learnBrokerID(ctx context.Context) (string, error) {
+	if b.c.Flavour() == RabbitMQ {
+		// RabbitMQ tells its cluster name through the management API.
+		u := b.c.URI()
+		m, err := rabbitmgmt.New(cmp.Or(u.Management, rabbitmgmt.DefaultURL(u.Host)), u.Login, u.Passcode, nil)
+		if err != nil {
+			return "", err
+		}
+		id, err := m.BrokerID(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%w (or configure --local-id/--remote-id)", err)
+		}
+		return id, nil
+	}
 	if b.c.Flavour() != ActiveMQ {
 		return "", fmt.Errorf("%s (%s) does not tell its broker id over STOMP; configure it (--local-id/--remote-id)", b.c.URI(), b.c.Server())
 	}
@@ -229,20 +268,40 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 	if sub.Ack == transport.Individual {
 		ack = "client-individual"
 	}
+	dest := sub.Destination.StompPath()
+	if b.c.Flavour() == RabbitMQ {
+		var err error
+		if dest, err = destination.ToRabbit(sub.Destination, destination.RabbitSTOMP); err != nil {
+			return 0, fmt.Errorf("subscribing on %s: %w", b.c.URI(), err)
+		}
+	}
 	f := frame.New(frame.SUBSCRIBE,
-		frame.Id, sub.ID,
-		frame.Destination, sub.Destination.StompPath(),
+		frame.Id, b.wireID(sub.ID),
+		frame.Destination, dest,
 		frame.Ack, ack)
 	switch b.c.Flavour() {
 	case RabbitMQ:
 		f.Header.Add("prefetch-count", strconv.Itoa(sub.Prefetch))
 		if sub.Priority != 0 {
+			// Ignored by RabbitMQ 3.10's STOMP plugin (verified-here.md); newer
+			// versions honour it.
 			f.Header.Add("x-priority", strconv.Itoa(sub.Priority))
 		}
-		if sub.DurableName != "" {
-			f.Header.Add("durable", "true")
-			f.Header.Add("auto-delete", "false")
-			f.Header.Add("x-queue-name", sub.DurableName)
+		if sub.Destination.Kind == destination.Topic {
+			// The queue RabbitMQ binds to amq.topic for this subscription: named,
+			// so that its binding events show it as the bridge's own. All
+			// non-durable topic subscriptions of a connection share one queue,
+			// bound once per routing key: RabbitMQ puts a message in a queue once
+			// however many of its bindings match (prices.eu and prices.*), and
+			// its delivery ids differ per copy, so copies in separate queues
+			// could not be told apart.
+			q := rabbitQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
+			if sub.DurableName != "" {
+				q = rabbitQueuePrefix + sanitizeQueue(sub.DurableName)
+				f.Header.Add("durable", "true")
+				f.Header.Add("auto-delete", "false")
+			}
+			f.Header.Add("x-queue-name", q)
 		}
 	default:
 		f.Header.Add("activemq.prefetchSize", strconv.Itoa(sub.Prefetch))
@@ -277,17 +336,20 @@ func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
 	b.mu.Lock()
 	delete(b.subs, id)
 	b.mu.Unlock()
-	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
+	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, b.wireID(id)))
 }
 
 // DestroyDurable removes a durable subscription (ActiveMQ: UNSUBSCRIBE carrying
 // activemq.subscriptionName, on a connection with the subscription's client-id).
 func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscription) error {
-	f := frame.New(frame.UNSUBSCRIBE, frame.Id, sub.ID)
+	f := frame.New(frame.UNSUBSCRIBE, frame.Id, b.wireID(sub.ID))
 	switch b.c.Flavour() {
 	case RabbitMQ:
+		// RabbitMQ deletes a durable subscription's queue on an UNSUBSCRIBE
+		// with the subscription's durable headers.
 		f.Header.Add("durable", "true")
-		f.Header.Add("x-queue-name", sub.DurableName)
+		f.Header.Add("persistent", "true")
+		f.Header.Add("x-queue-name", rabbitQueuePrefix+sanitizeQueue(sub.DurableName))
 	default:
 		f.Header.Add("activemq.subscriptionName", sub.DurableName)
 	}
@@ -329,7 +391,13 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 			return err
 		}
 	}
-	return b.c.Write(ctx, SendFrame(m, b.tx))
+	f := SendFrame(m, b.tx)
+	if b.c.Flavour() == RabbitMQ {
+		if err := toRabbit(m, f); err != nil {
+			return fmt.Errorf("sending on %s: %w", b.c.URI(), err)
+		}
+	}
+	return b.c.Write(ctx, f)
 }
 
 // Commit commits the open transaction with a receipt. A commit with nothing
@@ -366,6 +434,9 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 	}
 	for _, r := range refs {
 		a, ok := r.(ackRef)
+		if ok && a.id == "" && b.c.Flavour() == RabbitMQ {
+			a.sub = b.wireID(a.sub)
+		}
 		if !ok {
 			return fmt.Errorf("settling on %s: foreign delivery reference %T", b.c.URI(), r)
 		}
@@ -540,4 +611,61 @@ func PropText(v any) string {
 		return string(x)
 	}
 	return fmt.Sprint(v)
+}
+
+// sanitizeQueue keeps queue names to characters every broker accepts.
+func sanitizeQueue(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// fromRabbit corrects what MessageOf read from a RabbitMQ MESSAGE frame:
+// RabbitMQ addresses, "expiration" (a time to live in ms, relative) instead of
+// "expires", "timestamp" in seconds, and its own headers that are not the
+// message's.
+func fromRabbit(f *frame.Frame, m *transport.Message) {
+	h := f.Header
+	if d, err := destination.FromRabbit(h.Get(frame.Destination), destination.RabbitSTOMP); err == nil {
+		m.Destination = d
+	}
+	m.Timestamp = time.Time{}
+	if s, err := strconv.ParseInt(h.Get("timestamp"), 10, 64); err == nil && s > 0 {
+		m.Timestamp = time.Unix(s, 0)
+	}
+	props := m.Props[:0]
+	for _, p := range m.Props {
+		switch p.Name {
+		case "expiration":
+			if ms, err := strconv.ParseInt(PropText(p.Value), 10, 64); err == nil && ms >= 0 {
+				m.Expires = time.Now().Add(time.Duration(ms) * time.Millisecond)
+			}
+			continue
+		case "amqp-message-id", "content-encoding", "user-id", "app-id", "x-queue-name":
+			continue
+		}
+		props = append(props, p)
+	}
+	m.Props = props
+}
+
+// toRabbit adapts a SEND frame for RabbitMQ: its address form, and "expiration"
+// (relative ms) instead of "expires". A message already expired is sent with a
+// time to live of 0 ms, so that RabbitMQ drops it as ActiveMQ would.
+func toRabbit(m *transport.Message, f *frame.Frame) error {
+	dest, err := destination.ToRabbit(m.Destination, destination.RabbitSTOMP)
+	if err != nil {
+		return err
+	}
+	f.Header.Set(frame.Destination, dest)
+	f.Header.Del("timestamp")
+	if !m.Expires.IsZero() {
+		f.Header.Del("expires")
+		f.Header.Set("expiration", strconv.FormatInt(max(0, time.Until(m.Expires).Milliseconds()), 10))
+	}
+	return nil
 }

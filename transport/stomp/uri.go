@@ -20,7 +20,9 @@ import (
 // Options: vhost (the STOMP host header, default "/"), clientId (for durable
 // subscriptions), heartBeat (ms or a Go duration, default 10s, 0 disables),
 // initialReconnectDelay, maxReconnectDelay (ms or Go durations), backOffMultiplier,
-// ca (PEM file of trusted roots), serverName (TLS name to verify).
+// ca (PEM file of trusted roots), serverName (TLS name to verify),
+// flavor (activemq, rabbitmq or artemis: overrides the CONNECTED server
+// header), management (RabbitMQ management API URL, default http://HOST:15672).
 type URI struct {
 	TLS        bool
 	Host       string
@@ -33,6 +35,11 @@ type URI struct {
 	CAFile     string
 	ServerName string
 	Reconnect  backoff.Policy
+	// Flavour, when not Unknown, is forced by ?flavor= and wins over the
+	// server header.
+	Flavour Flavour
+	// Management is the ?management= URL; "" means the default.
+	Management string
 }
 
 // DefaultPort is the IANA STOMP port, which ActiveMQ, RabbitMQ and Artemis use.
@@ -93,6 +100,18 @@ func ParseURI(s string) (URI, error) {
 			u.CAFile = v
 		case "serverName":
 			u.ServerName = v
+		case "flavor", "flavour":
+			f, err := ParseFlavour(v)
+			if err != nil {
+				return u, bad(err.Error())
+			}
+			u.Flavour = f
+		case "management":
+			mu, err := url.Parse(v)
+			if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" {
+				return u, fmt.Errorf("broker URI %q: option management: want http://HOST:PORT or https://HOST:PORT", shown)
+			}
+			u.Management = v
 		case "heartBeat", "heartbeat":
 			d, err := parseMillis(v)
 			if err != nil {
@@ -195,6 +214,12 @@ func (u URI) WithSecrets() string {
 	}
 	if u.ServerName != "" {
 		q.Set("serverName", u.ServerName)
+	}
+	if u.Flavour != Unknown {
+		q.Set("flavor", u.Flavour.String())
+	}
+	if u.Management != "" {
+		q.Set("management", u.Management)
 	}
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())

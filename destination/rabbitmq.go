@@ -1,0 +1,191 @@
+package destination
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// RabbitMQ addressing (3.10). Both its STOMP plugin and its AMQP 1.0 plugin
+// (the pre-4.0 "v1" address format) parse addresses with
+// rabbit_routing_util:parse_endpoint, so the forms are shared:
+//
+//	/queue/Q              declare durable queue Q, then consume / publish to it
+//	/amq/queue/Q          queue Q, which must exist (not declared)
+//	/topic/KEY            amq.topic with routing key KEY (a subscriber gets a
+//	                      queue bound with KEY)
+//	/exchange/X/KEY       exchange X with routing key KEY
+//	/temp-queue/Q         STOMP only: a reply queue private to the connection
+//
+// A '/' inside a name is written "%2F", the only escape RabbitMQ decodes
+// (rabbit_routing_util:unescape/1); any other '%' is literal. The AMQP 1.0 plugin has
+// no /temp-queue/ (nor /reply-queue/) forms. RabbitMQ 4.0's AMQP 1.0 "v2"
+// format (/queues/Q, /exchanges/X/KEY) is also read, so that a 4.x peer's
+// addresses are understood.
+//
+// Sending over AMQP 1.0 to /amq/queue/Q when Q does not exist is settled
+// "accepted" and the message is dropped (verified-here.md), so ToRabbit always
+// produces the declaring /queue/ form for queues.
+//
+// An ActiveMQ topic is RabbitMQ's amq.topic exchange: topic "prices.eu" is
+// routing key "prices.eu". ActiveMQ wildcard words "*" (one word) and ">"
+// (zero or more words, last only) are RabbitMQ's "*" and "#".
+
+// RabbitProtocol says which RabbitMQ plugin an address is for.
+type RabbitProtocol uint8
+
+// The RabbitMQ protocols with their own address rules.
+const (
+	// RabbitSTOMP is the rabbitmq_stomp plugin.
+	RabbitSTOMP RabbitProtocol = iota + 1
+	// RabbitAMQP10 is the rabbitmq_amqp1_0 plugin.
+	RabbitAMQP10
+)
+
+func (p RabbitProtocol) String() string {
+	switch p {
+	case RabbitSTOMP:
+		return "STOMP"
+	case RabbitAMQP10:
+		return "AMQP 1.0"
+	}
+	return "RabbitProtocol(" + strconv.Itoa(int(p)) + ")"
+}
+
+// TopicExchange is the exchange ActiveMQ topics map to.
+const TopicExchange = "amq.topic"
+
+// RabbitAnyRest is RabbitMQ's topic wildcard for zero or more words.
+const RabbitAnyRest = "#"
+
+// ToRabbit returns the RabbitMQ address of an ActiveMQ destination: a queue
+// is "/queue/NAME", a topic "/topic/KEY" with the wildcards translated, a
+// temporary queue "/temp-queue/NAME" (STOMP only). Temporary topics have no
+// RabbitMQ counterpart.
+func ToRabbit(d Destination, p RabbitProtocol) (string, error) {
+	switch d.Kind {
+	case Queue:
+		if d.Name == "" {
+			return "", invalidf(d.String(), "empty name")
+		}
+		return "/queue/" + rabbitEscape(d.Name), nil
+	case Topic:
+		key, err := RabbitKey(d.Name)
+		if err != nil {
+			return "", err
+		}
+		return "/topic/" + rabbitEscape(key), nil
+	case TempQueue:
+		if p != RabbitSTOMP {
+			return "", invalidf(d.String(), "temporary queues have no RabbitMQ %s address", p)
+		}
+		return "/temp-queue/" + rabbitEscape(d.Name), nil
+	}
+	return "", invalidf(d.String(), "no RabbitMQ address for a %s", d.Kind)
+}
+
+// FromRabbit reads a RabbitMQ address (see the forms above) as the ActiveMQ
+// destination it stands for: /queue/Q, /amq/queue/Q and /queues/Q are queue
+// Q; /topic/KEY, /exchange/amq.topic/KEY and /exchanges/amq.topic/KEY are
+// the topic named by KEY with "#" turned into ">". Other exchanges, and
+// forms the protocol lacks, give an error naming the address.
+func FromRabbit(addr string, p RabbitProtocol) (Destination, error) {
+	bad := func(format string, args ...any) (Destination, error) {
+		return Destination{}, fmt.Errorf("RabbitMQ %s address %q: %s", p, addr, fmt.Sprintf(format, args...))
+	}
+	rest, ok := strings.CutPrefix(addr, "/")
+	if !ok {
+		return bad(`must start with "/" (e.g. /queue/NAME or /topic/KEY)`)
+	}
+	segs := strings.Split(rest, "/")
+	for i, s := range segs {
+		segs[i] = rabbitUnescape(s)
+	}
+	one := func(kind Kind, name string) (Destination, error) {
+		if name == "" {
+			return bad("empty name")
+		}
+		return Destination{Kind: kind, Name: name}, nil
+	}
+	topic := func(key string) (Destination, error) {
+		if key == "" {
+			return bad("empty routing key")
+		}
+		name, err := TopicFromRabbitKey(key)
+		if err != nil {
+			return bad("%v", err)
+		}
+		return Destination{Kind: Topic, Name: name}, nil
+	}
+	switch {
+	case len(segs) == 2 && (segs[0] == "queue" || segs[0] == "queues"):
+		return one(Queue, segs[1])
+	case len(segs) == 3 && segs[0] == "amq" && segs[1] == "queue":
+		return one(Queue, segs[2])
+	case len(segs) == 2 && segs[0] == "topic":
+		return topic(segs[1])
+	case len(segs) == 3 && (segs[0] == "exchange" || segs[0] == "exchanges"):
+		if segs[1] != TopicExchange {
+			return bad("exchange %q: only %s maps to ActiveMQ topics", segs[1], TopicExchange)
+		}
+		return topic(segs[2])
+	case len(segs) == 2 && segs[0] == "temp-queue":
+		if p != RabbitSTOMP {
+			return bad("/temp-queue/ is a STOMP-only form")
+		}
+		return one(TempQueue, segs[1])
+	}
+	return bad("unknown form (want /queue/NAME, /amq/queue/NAME, /topic/KEY or /exchange/%s/KEY)", TopicExchange)
+}
+
+// RabbitKey translates an ActiveMQ topic name or pattern into an amq.topic
+// routing key or binding key: the word ">" becomes "#". A name holding the
+// word "#" is refused: RabbitMQ would read it as a wildcard.
+func RabbitKey(name string) (string, error) {
+	if name == "" {
+		return "", invalidf("topic://", "empty name")
+	}
+	words := strings.Split(name, ".")
+	for i, w := range words {
+		switch w {
+		case RabbitAnyRest:
+			return "", invalidf("topic://"+name, "the word %q is a RabbitMQ wildcard; it cannot be sent as a literal", RabbitAnyRest)
+		case AnyRest:
+			if i != len(words)-1 {
+				return "", invalidf("topic://"+name, "%q must be the last word", AnyRest)
+			}
+			words[i] = RabbitAnyRest
+		}
+	}
+	return strings.Join(words, "."), nil
+}
+
+// TopicFromRabbitKey inverts RabbitKey: "#" becomes ">". A "#" that is not
+// the last word, or a literal word ">", has no ActiveMQ counterpart.
+func TopicFromRabbitKey(key string) (string, error) {
+	words := strings.Split(key, ".")
+	for i, w := range words {
+		switch w {
+		case AnyRest:
+			return "", fmt.Errorf("routing key %q: the word %q would be an ActiveMQ wildcard", key, AnyRest)
+		case RabbitAnyRest:
+			if i != len(words)-1 {
+				return "", fmt.Errorf("routing key %q: %q is only translatable as the last word", key, RabbitAnyRest)
+			}
+			words[i] = AnyRest
+		}
+	}
+	return strings.Join(words, "."), nil
+}
+
+// rabbitEscape writes '/' inside a name segment as "%2F", the only escape
+// rabbit_routing_util:unescape/1 (3.10) decodes.
+func rabbitEscape(s string) string {
+	return strings.ReplaceAll(s, "/", "%2F")
+}
+
+// rabbitUnescape inverts rabbitEscape exactly as RabbitMQ does: "%2F" is a
+// '/', every other '%' is literal.
+func rabbitUnescape(s string) string {
+	return strings.ReplaceAll(s, "%2F", "/")
+}

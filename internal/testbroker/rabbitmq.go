@@ -1,0 +1,481 @@
+package testbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RabbitOptions configures a RabbitMQ node. Zero values give a node with a
+// generated name, every port picked with FreePorts, and the plugins
+// rabbitmq_stomp, rabbitmq_amqp1_0, rabbitmq_event_exchange,
+// rabbitmq_management and rabbitmq_federation enabled.
+type RabbitOptions struct {
+	// Name is the node's short name (the node is NAME@localhost); it may only
+	// contain [A-Za-z0-9_-]. Default: derived from the test name.
+	Name string
+	// Conf holds extra rabbitmq.conf lines ("key = value"), e.g.
+	// "management_agent.disable_metrics_collector = true".
+	Conf []string
+	// Ports; zero picks a free one. The defaults of a system node (5672,
+	// 61613, 15672, 25672, 4369) are refused: ActiveMQ's STOMP port is
+	// RabbitMQ's default too.
+	AMQPPort, StompPort, MgmtPort, DistPort, EpmdPort int
+}
+
+// RabbitMQ is a running (or stopped) RabbitMQ 3.10 node with its own
+// directory, node name, Erlang cookie and epmd.
+type RabbitMQ struct {
+	script string
+	dir    string
+	name   string
+	opt    RabbitOptions
+
+	mu     sync.Mutex
+	pid    int
+	closed bool
+}
+
+// DefaultRabbitStartTimeout bounds starting a node (~6 s idle, ~15 s with
+// several nodes starting at once on two cores).
+const DefaultRabbitStartTimeout = 120 * time.Second
+
+var (
+	rabbitInstallOnce sync.Once
+	rabbitInstallErr  error
+)
+
+// RabbitScriptPath returns the absolute path of testdata/rabbitmq.sh
+// ($BROKERNET_RABBITMQ_SH overrides it).
+func RabbitScriptPath() (string, error) {
+	if p := os.Getenv("BROKERNET_RABBITMQ_SH"); p != "" {
+		return filepath.Abs(p)
+	}
+	var starts []string
+	if _, file, _, ok := runtime.Caller(0); ok {
+		starts = append(starts, filepath.Dir(file))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	for _, start := range starts {
+		for d := start; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				p := filepath.Join(d, "testdata", "rabbitmq.sh")
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("testbroker: testdata/rabbitmq.sh not found above " + strings.Join(starts, " or "))
+}
+
+// InstallRabbitMQ runs `rabbitmq.sh install` once per process (a no-op when
+// rabbitmq-server is installed).
+func InstallRabbitMQ() error {
+	rabbitInstallOnce.Do(func() {
+		script, err := RabbitScriptPath()
+		if err != nil {
+			rabbitInstallErr = err
+			return
+		}
+		out, err := exec.Command("bash", script, "install").CombinedOutput()
+		if err != nil {
+			rabbitInstallErr = fmt.Errorf("testbroker: %s install: %v\n%s", script, err, out)
+		}
+	})
+	return rabbitInstallErr
+}
+
+// StartRabbitMQ starts a RabbitMQ node in a fresh temporary directory and
+// registers a cleanup that kills it and removes the directory (also when the
+// test fails; then the log tail is logged). It skips the test under -short
+// and fails it on any error.
+func StartRabbitMQ(tb testing.TB, opt RabbitOptions) *RabbitMQ {
+	tb.Helper()
+	return StartRabbitMQs(tb, opt)[0]
+}
+
+// StartRabbitMQs starts one node per option set, all at once (a node takes
+// 6-15 s to boot), with the same cleanup and skipping as StartRabbitMQ.
+func StartRabbitMQs(tb testing.TB, opts ...RabbitOptions) []*RabbitMQ {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a RabbitMQ node (skipped with -short)")
+	}
+	if err := InstallRabbitMQ(); err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	nodes := make([]*RabbitMQ, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, opt := range opts {
+		if opt.Name == "" {
+			opt.Name = rabbitName(tb.Name())
+		}
+		dir, err := os.MkdirTemp("", "rabbitmq-"+opt.Name+"-")
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultRabbitStartTimeout)
+			defer cancel()
+			nodes[i], errs[i] = StartRabbit(ctx, dir, opt)
+			if errs[i] != nil {
+				os.RemoveAll(dir)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range nodes {
+		if r == nil {
+			continue
+		}
+		tb.Cleanup(func() {
+			if tb.Failed() {
+				tb.Logf("testbroker: node %s (dir %s) log tail:\n%s", r.Node(), r.dir, r.LogTail(30))
+			}
+			if err := r.Close(); err != nil {
+				tb.Errorf("testbroker: closing %s: %v", r.Node(), err)
+			}
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	return nodes
+}
+
+// rabbitName makes a node name out of a test name: Erlang node names allow
+// letters, digits, '_' and '-'.
+func rabbitName(base string) string {
+	n := defaultName(base)
+	return strings.ReplaceAll(n, ".", "_")
+}
+
+// StartRabbit starts a node whose configuration, data and logs live in dir
+// and returns once its AMQP, STOMP and management ports answer and the
+// management API serves /api/overview. The caller must Close it. On error
+// the node (if any) has been killed; dir is left for inspection.
+func StartRabbit(ctx context.Context, dir string, opt RabbitOptions) (*RabbitMQ, error) {
+	if err := InstallRabbitMQ(); err != nil {
+		return nil, err
+	}
+	script, err := RabbitScriptPath()
+	if err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		return nil, errors.New("testbroker: StartRabbit needs a directory")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	if opt.Name == "" {
+		opt.Name = rabbitName("rabbit")
+	}
+	ports := []*int{&opt.AMQPPort, &opt.StompPort, &opt.MgmtPort, &opt.DistPort, &opt.EpmdPort}
+	for _, p := range ports {
+		if *p == 0 {
+			free, err := FreePorts(1)
+			if err != nil {
+				return nil, fmt.Errorf("testbroker: %w", err)
+			}
+			*p = free[0]
+		}
+	}
+	r := &RabbitMQ{script: script, dir: dir, name: opt.Name, opt: opt}
+	if err := r.launch(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *RabbitMQ) launch(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errors.New("testbroker: node is closed")
+	}
+	r.mu.Unlock()
+	args := []string{r.script, "start",
+		"--dir", r.dir,
+		"--name", r.name,
+		"--amqp-port", strconv.Itoa(r.opt.AMQPPort),
+		"--stomp-port", strconv.Itoa(r.opt.StompPort),
+		"--mgmt-port", strconv.Itoa(r.opt.MgmtPort),
+		"--dist-port", strconv.Itoa(r.opt.DistPort),
+		"--epmd-port", strconv.Itoa(r.opt.EpmdPort),
+		"--no-wait",
+	}
+	for _, c := range r.opt.Conf {
+		args = append(args, "--conf", c)
+	}
+	out, err := runScript(ctx, r.script, args...)
+	if err != nil {
+		runScript(context.Background(), r.script, r.script, "kill", "--dir", r.dir) //nolint:errcheck // best effort
+		return fmt.Errorf("testbroker: starting %s: %w", r.Node(), err)
+	}
+	fields := strings.Fields(out)
+	if len(fields) == 0 {
+		return fmt.Errorf("testbroker: starting %s: script printed no pid", r.Node())
+	}
+	pid, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil {
+		return fmt.Errorf("testbroker: starting %s: bad pid %q", r.Node(), out)
+	}
+	r.mu.Lock()
+	r.pid = pid
+	r.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRabbitStartTimeout)
+		defer cancel()
+	}
+	if err := r.WaitReady(ctx); err != nil {
+		r.Kill() //nolint:errcheck // best effort
+		return err
+	}
+	return nil
+}
+
+// runScript executes a script and returns its stdout; errors carry its stderr.
+func runScript(ctx context.Context, script string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(script), args[1], err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// WaitReady waits until the AMQP, STOMP and management ports accept
+// connections and GET /api/overview answers 200. It fails early if the node
+// dies.
+func (r *RabbitMQ) WaitReady(ctx context.Context) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if !r.Running() {
+			return fmt.Errorf("testbroker: node %s (pid %d) is not running; log tail:\n%s", r.Node(), r.Pid(), r.LogTail(40))
+		}
+		if dialable(ctx, r.StompAddr()) && dialable(ctx, r.AMQPAddr()) && r.overviewOK(ctx, client) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testbroker: node %s not ready (AMQP %d, STOMP %d, management %d): %w; log tail:\n%s",
+				r.Node(), r.opt.AMQPPort, r.opt.StompPort, r.opt.MgmtPort, ctx.Err(), r.LogTail(40))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (r *RabbitMQ) overviewOK(ctx context.Context, client *http.Client) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.ManagementURL()+"/api/overview", nil)
+	if err != nil {
+		return false
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func dialable(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// Name returns the node's short name; Node the full Erlang node name.
+func (r *RabbitMQ) Name() string { return r.name }
+
+// Node returns NAME@localhost.
+func (r *RabbitMQ) Node() string { return r.name + "@localhost" }
+
+// Dir returns the node directory (config, mnesia, logs).
+func (r *RabbitMQ) Dir() string { return r.dir }
+
+// AMQPPort returns the AMQP port (0-9-1 and 1.0 share it).
+func (r *RabbitMQ) AMQPPort() int { return r.opt.AMQPPort }
+
+// StompPort returns the STOMP port.
+func (r *RabbitMQ) StompPort() int { return r.opt.StompPort }
+
+// MgmtPort returns the management HTTP port.
+func (r *RabbitMQ) MgmtPort() int { return r.opt.MgmtPort }
+
+// AMQPAddr returns "127.0.0.1:PORT" of the AMQP listener.
+func (r *RabbitMQ) AMQPAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.opt.AMQPPort))
+}
+
+// StompAddr returns "127.0.0.1:PORT" of the STOMP listener.
+func (r *RabbitMQ) StompAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.opt.StompPort))
+}
+
+// StompURI returns "stomp://guest:guest@127.0.0.1:PORT".
+func (r *RabbitMQ) StompURI() string { return "stomp://guest:guest@" + r.StompAddr() }
+
+// AMQPURI returns "amqp://guest:guest@127.0.0.1:PORT".
+func (r *RabbitMQ) AMQPURI() string { return "amqp://guest:guest@" + r.AMQPAddr() }
+
+// ManagementURL returns "http://127.0.0.1:PORT" (user guest, password guest).
+func (r *RabbitMQ) ManagementURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.opt.MgmtPort))
+}
+
+// Pid returns the pid of the node's wrapper process (its process group
+// holds the Erlang VM).
+func (r *RabbitMQ) Pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pid
+}
+
+// Running reports whether the node's wrapper process is alive (not a
+// zombie) and is the one of this directory: its environment names
+// DIR/mnesia, as the script's status check does.
+func (r *RabbitMQ) Running() bool {
+	pid := r.Pid()
+	if pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		if s := stat[i+2]; s == 'Z' || s == 'X' {
+			return false
+		}
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	dirs := []string{r.dir}
+	if real, err := filepath.EvalSymlinks(r.dir); err == nil && real != r.dir {
+		dirs = append(dirs, real)
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		for _, d := range dirs {
+			if kv == "RABBITMQ_MNESIA_BASE="+d+"/mnesia" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Ctl runs rabbitmqctl against this node (e.g. "close_all_connections", "x")
+// and returns its output.
+func (r *RabbitMQ) Ctl(ctx context.Context, args ...string) (string, error) {
+	full := append([]string{r.script, "ctl", "--dir", r.dir, "--"}, args...)
+	out, err := runScript(ctx, r.script, full...)
+	if err != nil {
+		return out, fmt.Errorf("testbroker: rabbitmqctl %s on %s: %w", strings.Join(args, " "), r.Node(), err)
+	}
+	return out, nil
+}
+
+// Kill sends SIGKILL to the node (and its epmd) and waits until it is gone.
+func (r *RabbitMQ) Kill() error {
+	if _, err := os.Stat(r.dir); err != nil {
+		return nil
+	}
+	if _, err := runScript(context.Background(), r.script, r.script, "kill", "--dir", r.dir); err != nil {
+		return fmt.Errorf("testbroker: %w", err)
+	}
+	return nil
+}
+
+// Stop shuts the node down cleanly (SIGTERM; SIGKILL after 30 s).
+func (r *RabbitMQ) Stop() error {
+	if _, err := os.Stat(r.dir); err != nil {
+		return nil
+	}
+	if _, err := runScript(context.Background(), r.script, r.script, "stop", "--dir", r.dir, "--timeout", "30"); err != nil {
+		return fmt.Errorf("testbroker: %w", err)
+	}
+	return nil
+}
+
+// Restart starts the node again with the same name, ports and data (a
+// running node is killed first) and waits until it is ready.
+func (r *RabbitMQ) Restart(ctx context.Context) error {
+	if err := r.Kill(); err != nil {
+		return err
+	}
+	return r.launch(ctx)
+}
+
+// Close kills the node and removes its directory. It is idempotent.
+func (r *RabbitMQ) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	kerr := r.Kill()
+	if kerr != nil {
+		if pid := r.Pid(); pid > 0 {
+			syscall.Kill(-pid, syscall.SIGKILL) //nolint:errcheck // last resort: the node's process group
+		}
+	}
+	return errors.Join(kerr, os.RemoveAll(r.dir))
+}
+
+// LogTail returns the last n lines of the node's log and of its stdout.
+func (r *RabbitMQ) LogTail(n int) string {
+	var parts []string
+	logs, _ := filepath.Glob(filepath.Join(r.dir, "log", "*.log"))
+	for _, f := range append(logs, filepath.Join(r.dir, "stdout.log")) {
+		data, err := os.ReadFile(f)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		parts = append(parts, "==> "+filepath.Base(f)+" <==\n"+tailLines(string(data), n))
+	}
+	if len(parts) == 0 {
+		return "(no node log in " + r.dir + ")"
+	}
+	return strings.Join(parts, "\n")
+}

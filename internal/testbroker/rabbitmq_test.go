@@ -1,0 +1,112 @@
+package testbroker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+)
+
+func dialRabbit(t *testing.T, r *RabbitMQ) *stomp.Conn {
+	t.Helper()
+	conn, err := stomp.Dial("tcp", r.StompAddr(),
+		stomp.ConnOpt.Host("/"),
+		stomp.ConnOpt.Login("guest", "guest"),
+		stomp.ConnOpt.HeartBeat(0, 0),
+		stomp.ConnOpt.Logger(QuietLogger{}))
+	if err != nil {
+		t.Fatalf("STOMP connect to %s: %v\n%s", r.Node(), err, r.LogTail(20))
+	}
+	t.Cleanup(func() { conn.Disconnect() }) //nolint:errcheck // the node may be gone
+	return conn
+}
+
+// overview reads GET /api/overview of r.
+func overview(t *testing.T, r *RabbitMQ) (node, cluster string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, r.ManagementURL()+"/api/overview", nil)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("management API of %s: %v", r.Node(), err)
+	}
+	defer resp.Body.Close()
+	var o struct {
+		Node        string `json:"node"`
+		ClusterName string `json:"cluster_name"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+		t.Fatalf("management API of %s: %v", r.Node(), err)
+	}
+	return o.Node, o.ClusterName
+}
+
+// TestRabbitMQTwoNodes starts two nodes at once and checks that each answers
+// on its own ports (management names the right node, a message sent over
+// STOMP to one is not on the other), then restarts one with its data.
+func TestRabbitMQTwoNodes(t *testing.T) {
+	nodes := StartRabbitMQs(t, RabbitOptions{}, RabbitOptions{})
+	for _, r := range nodes {
+		if node, _ := overview(t, r); node != r.Node() {
+			t.Errorf("management port %d answers for %s, want %s", r.MgmtPort(), node, r.Node())
+		}
+		for _, p := range []int{r.AMQPPort(), r.StompPort(), r.MgmtPort()} {
+			switch p {
+			case 5672, 61613, 15672:
+				t.Errorf("node %s on default port %d", r.Node(), p)
+			}
+		}
+	}
+
+	// A durable queue with one message on node 0 only.
+	c0 := dialRabbit(t, nodes[0])
+	if err := c0.Send("/queue/tb.q", "text/plain", []byte("on-0"),
+		stomp.SendOpt.Receipt, stomp.SendOpt.Header("persistent", "true")); err != nil {
+		t.Fatal(err)
+	}
+	c1 := dialRabbit(t, nodes[1])
+	sub1, err := c1.Subscribe("/queue/tb.q", stomp.AckAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub1.C:
+		t.Fatalf("node 1 delivered %v: the nodes share state", m)
+	case <-time.After(300 * time.Millisecond):
+	}
+	c0.Disconnect() //nolint:errcheck
+
+	// Restart keeps name, ports and data.
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRabbitStartTimeout)
+	defer cancel()
+	if err := nodes[0].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c0 = dialRabbit(t, nodes[0])
+	sub0, err := c0.Subscribe("/queue/tb.q", stomp.AckAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub0.C:
+		if m.Err != nil || string(m.Body) != "on-0" {
+			t.Fatalf("after restart got %v / %q, want on-0", m.Err, m.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the persistent message did not survive the restart")
+	}
+
+	// Kill leaves nothing running; Close is idempotent.
+	if err := nodes[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if nodes[1].Running() {
+		t.Error("node 1 still running after Kill")
+	}
+	if dialable(context.Background(), nodes[1].StompAddr()) {
+		t.Error("node 1 STOMP port still answers after Kill")
+	}
+}
