@@ -144,12 +144,14 @@ func (s *session) loadLedger(ctx context.Context) (*ledgerRecord, error) {
 
 // restoreDurables loads the ledger, restores its remote durable subscriptions
 // into the table and destroys durable demand none of them produces. Failing to
-// read the ledger is logged, not fatal: the session then works as if it had
-// none, keeping every durable subscription it finds.
+// read the ledger is logged, not fatal: the session then works without it,
+// keeping every durable subscription it finds and leaving the ledger as it is.
 func (s *session) restoreDurables(ctx context.Context) error {
 	rec, err := s.loadLedger(ctx)
 	if err != nil {
-		s.log.Warn().Err(err).Msg("durable ledger unreadable; offline durable demand is not restored")
+		// Not overwritten either: the next session may read it.
+		s.ledgerOn = false
+		s.log.Warn().Err(err).Msg("durable ledger unreadable; offline durable demand is not restored this session")
 		return nil
 	}
 	if rec == nil {
