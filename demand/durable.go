@@ -198,8 +198,9 @@ func (t *Table) applyDurableRemoved(ev advisory.Event) ([]Change, Decision) {
 // Restore.
 type RemoteDurable struct {
 	// Consumer is the last consumer seen for the subscription, without its ID:
-	// destination, selector, subscription name, client id, path, origin,
-	// priority and flags.
+	// destination, selector, subscription name, client id, path and flags,
+	// with the priority, origin and bridge flag of the consumer that fixed its
+	// demand subscription's tag and priority.
 	Consumer advisory.Consumer `json:"consumer"`
 	// DemandName is the DurableName of the local durable subscription that
 	// serves it when it was recorded.
@@ -220,6 +221,9 @@ func (t *Table) Durables() []RemoteDurable {
 		c.Path = slices.Clone(c.Path)
 		rd := RemoteDurable{Consumer: c, Online: len(rec.active) > 0}
 		if s := rec.slot; s != nil {
+			// What fixed the demand's tag and priority, so that Restore
+			// derives the same subscription, name included.
+			rd.Consumer.Priority, rd.Consumer.Origin, rd.Consumer.Bridge = s.ident.Priority, s.ident.Origin, s.ident.Bridge
 			switch {
 			case s.cur != nil:
 				rd.DemandName = s.cur.DurableName

@@ -68,7 +68,8 @@ type slot struct {
 	path      []string // the tag's path: the demand's path plus RemoteID
 	origin    string   // the tag's origin
 	priority  int
-	route     routeKey // for candidates
+	route     routeKey          // for candidates
+	ident     advisory.Consumer // the consumer identify used, for Durables
 
 	members map[string]*member         // remote consumers served
 	records map[durableKey]*durableRec // durable groups: remote durable subscriptions, online or not
@@ -145,6 +146,7 @@ func conduitOrigin(remote string, dest destination.Destination, durable bool) st
 // first consumer c.
 func (t *Table) identify(s *slot, c advisory.Consumer, conduit, durable bool) {
 	t.unindex(s)
+	s.ident = c
 	if conduit {
 		s.path = []string{t.opts.RemoteID}
 	} else {
