@@ -36,7 +36,12 @@
 // Durable topic demand follows the same rule, which also makes each durable
 // demand subscription's name depend only on its topic and selector: another
 // subscriber's selector coming or going never destroys what the local broker
-// keeps for an offline durable subscriber (issue 8, defect 2).
+// keeps for an offline durable subscriber (issue 8, defect 2). The remote
+// durable subscriptions a table tracks, online or not, can be saved
+// (Durables) and restored into a new table (Restore), as the remote broker's
+// advisories never list offline ones; StaleDurables then names the durable
+// demand no remote durable subscription produces any more, and Forget drops
+// one offline too long.
 package demand
 
 import (
