@@ -1,5 +1,6 @@
 // Package advisory turns ActiveMQ consumer advisories into typed demand
-// events, and defines the brokernet demand tag that brokernet's own demand
+// events (the Event type that every demand source emits; RabbitMQ's is
+// advisory/rabbit), and defines the brokernet demand tag that brokernet's own demand
 // subscriptions carry in their selectors (see Selector).
 //
 // ActiveMQ publishes a ConsumerInfo on ActiveMQ.Advisory.Consumer.Queue.<name>
@@ -79,6 +80,14 @@ const (
 	// SubscriptionName, ClientID and, when the advisory's destination header
 	// names it, Destination; its ID is empty.
 	DurableRemoved
+	// SnapshotStart opens a complete list of a demand source's current
+	// consumers (advisory/rabbit's Source, on every connection): the ConsumerAdded
+	// events up to SnapshotDone are all there is; anything the receiver
+	// knew from the source and that is not re-added is gone. Only Kind and
+	// OriginBrokerID are set.
+	SnapshotStart
+	// SnapshotDone closes the list SnapshotStart opened.
+	SnapshotDone
 )
 
 // String returns "added", "removed", "durable-removed", or "Kind(N)".
@@ -90,6 +99,10 @@ func (k Kind) String() string {
 		return "removed"
 	case DurableRemoved:
 		return "durable-removed"
+	case SnapshotStart:
+		return "snapshot-start"
+	case SnapshotDone:
+		return "snapshot-done"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

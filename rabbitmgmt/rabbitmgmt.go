@@ -24,6 +24,10 @@ const DefaultPort = 15672
 // a setting); retrying does not help. Test with errors.Is.
 var ErrSetup = errors.New("RabbitMQ setup")
 
+// ErrUnreachable marks a management API that refused the connection: the
+// plugin is not enabled, the URL is wrong, or the node is (re)starting.
+var ErrUnreachable = errors.New("RabbitMQ management API not reachable")
+
 // Client talks to one node's management API. It is safe for concurrent use.
 type Client struct {
 	base       *url.URL // no user info: errors show it
@@ -122,10 +126,11 @@ func (c *Client) BrokerID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return brokerID(o)
+	return o.BrokerID()
 }
 
-func brokerID(o Overview) (string, error) {
+// BrokerID is the cluster name, or the node name when that is empty.
+func (o Overview) BrokerID() (string, error) {
 	if id := strings.TrimSpace(o.ClusterName); id != "" {
 		return id, nil
 	}
@@ -151,6 +156,28 @@ func (c *Client) Bindings(ctx context.Context, vhost string) ([]Binding, error) 
 	return bs, err
 }
 
+// QueueExists reports whether the queue exists (GET /api/queues/{vhost}/{name}
+// answers 200; 404 means it does not). An AMQP 1.0 transfer to a missing
+// queue's /amq/queue/ address is accepted and dropped by RabbitMQ 3.10.
+func (c *Client) QueueExists(ctx context.Context, vhost, name string) (bool, error) {
+	var q struct {
+		Name string `json:"name"`
+	}
+	err := c.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &q)
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// notFoundError is a 404 for anything but /api/overview.
+type notFoundError struct{ where string }
+
+func (e *notFoundError) Error() string {
+	return "RabbitMQ management GET " + e.where + ": 404 not found"
+}
+
 // maxBody bounds a response: a snapshot of 100,000 consumers is ~60 MB.
 const maxBody = 256 << 20
 
@@ -169,8 +196,8 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return fmt.Errorf("RabbitMQ management API not reachable at %s (is the rabbitmq_management plugin enabled? "+
-				"set ?management= to its URL): %w", c.base, err)
+			return fmt.Errorf("%w at %s (is the rabbitmq_management plugin enabled? set ?management= to its URL): %v",
+				ErrUnreachable, c.base, err)
 		}
 		return fmt.Errorf("RabbitMQ management %s: %w", where, err)
 	}
@@ -192,6 +219,8 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	case resp.StatusCode == http.StatusNotFound && path == "/api/overview":
 		return fmt.Errorf("%w: %s does not serve the RabbitMQ management API (404 for /api/overview); "+
 			"enable the rabbitmq_management plugin or point ?management= at it", ErrSetup, c.base)
+	case resp.StatusCode == http.StatusNotFound:
+		return &notFoundError{where: where}
 	default:
 		return fmt.Errorf("RabbitMQ management GET %s: HTTP %d: %s", where, resp.StatusCode, snippet(body))
 	}

@@ -1,4 +1,4 @@
-package rabbitmgmt
+package rabbitmgmt_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/rabbitmgmt"
 )
 
 func TestErrorsNameTheFix(t *testing.T) {
@@ -32,7 +34,7 @@ func TestErrorsNameTheFix(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	c, err := New(srv.URL, "guest", "s3cret", nil)
+	c, err := rabbitmgmt.New(srv.URL, "guest", "s3cret", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,27 +42,27 @@ func TestErrorsNameTheFix(t *testing.T) {
 		t.Errorf("BrokerID = %q, %v; want the node name when cluster_name is empty", id, err)
 	}
 	_, err = c.Consumers(ctx, "/")
-	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "management_agent.disable_metrics_collector") {
+	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "management_agent.disable_metrics_collector") {
 		t.Errorf("stats disabled: %v", err)
 	}
 	if _, err = c.Bindings(ctx, "/"); err == nil || !strings.Contains(err.Error(), "malformed JSON") {
 		t.Errorf("truncated JSON: %v", err)
 	}
 
-	bad, _ := New(strings.Replace(srv.URL, "http://", "http://guest:wrong@", 1), "x", "y", nil)
+	bad, _ := rabbitmgmt.New(strings.Replace(srv.URL, "http://", "http://guest:wrong@", 1), "x", "y", nil)
 	_, err = bad.Overview(ctx)
-	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
+	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("bad credentials: %v", err)
 	}
 
-	if _, err := New("localhost:15672", "", "", nil); err == nil || !strings.Contains(err.Error(), "localhost:15672") {
+	if _, err := rabbitmgmt.New("localhost:15672", "", "", nil); err == nil || !strings.Contains(err.Error(), "localhost:15672") {
 		t.Errorf("bad URL: %v", err)
 	}
-	if _, err := New("ftp://u:pw@h", "", "", nil); err == nil || strings.Contains(err.Error(), "pw") {
+	if _, err := rabbitmgmt.New("ftp://u:pw@h", "", "", nil); err == nil || strings.Contains(err.Error(), "pw") {
 		t.Errorf("bad URL error leaks or is nil: %v", err)
 	}
 
-	gone, _ := New("http://127.0.0.1:1", "", "", nil)
+	gone, _ := rabbitmgmt.New("http://127.0.0.1:1", "", "", nil)
 	if _, err := gone.Overview(ctx); err == nil || !strings.Contains(err.Error(), "rabbitmq_management plugin") {
 		t.Errorf("unreachable: %v", err)
 	}
@@ -72,7 +74,7 @@ func TestAgainstRabbitMQ(t *testing.T) {
 	nodes := testbroker.StartRabbitMQs(t, testbroker.RabbitOptions{},
 		testbroker.RabbitOptions{Conf: []string{"management_agent.disable_metrics_collector = true"}})
 	ctx := context.Background()
-	c, err := New(nodes[0].ManagementURL(), "guest", "guest", nil)
+	c, err := rabbitmgmt.New(nodes[0].ManagementURL(), "guest", "guest", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +94,20 @@ func TestAgainstRabbitMQ(t *testing.T) {
 	if _, err := c.Bindings(ctx, "/"); err != nil { // a fresh node has none in "/"
 		t.Errorf("bindings: %v", err)
 	}
+	if ok, err := c.QueueExists(ctx, "/", "no/such queue"); ok || err != nil {
+		t.Errorf("QueueExists(missing) = %v, %v", ok, err)
+	}
+	conn := stomptest.Dial(t, nodes[0].StompURI())
+	if err := conn.Subscribe(ctx, "1", "/queue/a%2Fb c", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.QueueExists(ctx, "/", "a/b c"); !ok || err != nil {
+		t.Errorf("QueueExists(a/b c) = %v, %v", ok, err)
+	}
 
-	off, _ := New(nodes[1].ManagementURL(), "guest", "guest", nil)
+	off, _ := rabbitmgmt.New(nodes[1].ManagementURL(), "guest", "guest", nil)
 	_, err = off.Consumers(ctx, "/")
-	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
+	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
 		t.Errorf("stats off: %v", err)
 	}
 }

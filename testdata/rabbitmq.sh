@@ -277,6 +277,21 @@ EOF
 	)
 	local pid
 	pid="$(read_pidfile "$dir/pid")"
+	# $! is the forked shell until setsid and nohup have exec'ed the wrapper;
+	# only then does /proc/PID/environ show the node's environment (alive).
+	# Callers must never see the process mid-exec.
+	local n=0
+	while ! alive "$pid" "$dir"; do
+		if ! running "$pid"; then
+			echo "rabbitmq.sh: node $name (pid $pid) died during start-up" >&2
+			log_tail "$dir"
+			kill_group "$dir"
+			exit 1
+		fi
+		n=$((n + 1))
+		((n < 200)) || die "pid $pid did not become the node wrapper of $dir"
+		sleep 0.02
+	done
 
 	if [[ -z "$nowait" ]]; then
 		local deadline=$((SECONDS + timeout))

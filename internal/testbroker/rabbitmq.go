@@ -2,11 +2,13 @@ package testbroker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -478,4 +480,40 @@ func (r *RabbitMQ) LogTail(n int) string {
 		return "(no node log in " + r.dir + ")"
 	}
 	return strings.Join(parts, "\n")
+}
+
+// RabbitQueueStats is what the management API says about one queue.
+type RabbitQueueStats struct {
+	Durable   bool `json:"durable"`
+	Messages  int  `json:"messages"`                // ready + unacknowledged
+	Ready     int  `json:"messages_ready"`          // waiting for a consumer
+	Unacked   int  `json:"messages_unacknowledged"` // delivered, not yet acknowledged
+	Consumers int  `json:"consumers"`
+}
+
+// QueueStats reads GET /api/queues/%2F/NAME. The counts come from the
+// statistics collector and lag by up to collect_statistics_interval (5 s by
+// default; RabbitOptions.Conf "collect_statistics_interval = 1000" shortens
+// it), so poll them with a deadline. A missing queue is an error naming it.
+func (r *RabbitMQ) QueueStats(ctx context.Context, name string) (RabbitQueueStats, error) {
+	var st RabbitQueueStats
+	u := r.ManagementURL() + "/api/queues/%2F/" + url.PathEscape(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return st, err
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("testbroker: queue %q on %s: %w", name, r.Node(), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("testbroker: queue %q on %s: HTTP %d: %s", name, r.Node(), resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("testbroker: queue %q on %s: %w", name, r.Node(), err)
+	}
+	return st, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,24 @@ func TestRabbitMQTwoNodes(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	c0.Disconnect() //nolint:errcheck
+	qctx, qcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer qcancel()
+	for {
+		st, err := nodes[0].QueueStats(qctx, "tb.q")
+		if err == nil && st.Messages == 1 && st.Durable {
+			break
+		}
+		if qctx.Err() != nil {
+			t.Fatalf("queue stats of tb.q on node 0: %+v, %v; want 1 durable message", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, err := nodes[0].Ctl(qctx, "list_queues", "name", "messages"); err != nil || !strings.Contains(out, "tb.q") {
+		t.Errorf("rabbitmqctl list_queues on node 0: %q, %v", out, err)
+	}
+	if _, err := nodes[1].QueueStats(qctx, "no.such.queue"); err == nil || !strings.Contains(err.Error(), "no.such.queue") {
+		t.Errorf("stats of a missing queue: %v", err)
+	}
 
 	// Restart keeps name, ports and data.
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultRabbitStartTimeout)
