@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,24 +65,50 @@ func TestTopicSelectorChurnLosesNothing(t *testing.T) {
 	defer cancel()
 	var published sync.WaitGroup
 	published.Add(1)
+	var pubDone atomic.Bool
 	go func() {
 		defer published.Done()
+		defer pubDone.Store(true)
+		wanted := 0 // of the first subscriber's messages, in the chunks sent
 		for i := range chunks {
+			// At most ~8 chunks ahead of the first subscriber, so that the
+			// stream still flows while the second one comes and goes.
+			for wanted-first.Distinct() > 8*chunk && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
 			if err := stomptest.Send(ctx, pub, "/topic/stream", i*chunk, chunk, false, "k", keys[i%3]); err != nil {
 				sent <- err
 				return
 			}
+			if keys[i%3] != "c" {
+				wanted += chunk
+			}
 		}
 		sent <- nil
 	}()
-	// The second subscriber comes and goes while the stream flows.
-	for range 4 {
+	// The second subscriber comes and goes while the stream flows: each time
+	// once the first has a further sixth of its messages.
+	secondGot := 0
+	for k := 1; k <= 4; k++ {
+		stomptest.Eventually(t, 60*time.Second, func() error {
+			if got := first.Distinct(); got < want*k/6 {
+				return fmt.Errorf("first subscriber has %d messages, waiting for %d", got, want*k/6)
+			}
+			return nil
+		})
 		before := ab.Stats().Advisories.Load()
 		second := stomptest.Subscribe(t, b.StompURI(), "/topic/stream", "selector", "k IN ('b','c')")
 		settled(t, ab, before)
+		stomptest.Eventually(t, 30*time.Second, func() error {
+			if second.Count() == 0 && !pubDone.Load() {
+				return errors.New("the second subscriber has nothing yet")
+			}
+			return nil
+		})
 		before = ab.Stats().Advisories.Load()
 		second.Close()
 		settled(t, ab, before)
+		secondGot += second.Count()
 	}
 	published.Wait()
 	if err := <-sent; err != nil {
@@ -103,7 +130,8 @@ func TestTopicSelectorChurnLosesNothing(t *testing.T) {
 		t.Fatalf("first subscriber: %d received, %d missing, %d duplicates, want %d once each",
 			first.Count(), len(missing), first.Duplicates(), want)
 	}
-	t.Logf("first subscriber got all %d messages once; %d forwarded", want, ab.Stats().Forwarded.Load())
+	t.Logf("first subscriber got all %d messages once; the second got %d in its 4 visits; %d forwarded",
+		want, secondGot, ab.Stats().Forwarded.Load())
 }
 
 // durableConsumer subscribes a durable subscriber to topic on broker b.
