@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -195,9 +196,26 @@ func durableLeft(t *testing.T, a, b *testbroker.ActiveMQ, topic, name string) in
 		t.Fatalf("no durable demand for %s: %+v", name, ch)
 	}
 	sub := ch[0].Sub
-	clientID := "brokernet_" + a.ID() + "_to_" + b.ID() // durableClientID; the test ids need no cleaning
-	c := stomptest.Subscribe(t, a.StompURI()+"?clientId="+clientID, "/topic/"+topic,
-		"activemq.subscriptionName", sub.DurableName, "selector", sub.Selector)
+	return durableHeld(t, a, bridgeClientID(a, b), topic, sub.DurableName, sub.Selector)
+}
+
+// bridgeClientID is the client-id of the durable connection of the bridge
+// from a to b (durableClientID; the test ids need no cleaning).
+func bridgeClientID(a, b *testbroker.ActiveMQ) string {
+	return "brokernet_" + a.ID() + "_to_" + b.ID()
+}
+
+// durableHeld opens durable subscription name of clientID on topic of broker
+// a with selector (which must be the one it was made with, or ActiveMQ
+// re-creates it empty), publishes a marker and returns how many messages the
+// subscription held before the marker.
+func durableHeld(t *testing.T, a *testbroker.ActiveMQ, clientID, topic, name, selector string) int {
+	t.Helper()
+	headers := []string{"activemq.subscriptionName", name}
+	if selector != "" {
+		headers = append(headers, "selector", selector)
+	}
+	c := stomptest.Subscribe(t, a.StompURI()+"?clientId="+clientID, "/topic/"+topic, headers...)
 	const marker = 1_000_000
 	stomptest.SendN(t, a.StompURI(), "/topic/"+topic, marker, 1, true)
 	stomptest.Eventually(t, 20*time.Second, func() error {
@@ -266,5 +284,54 @@ func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 	}
 	if n := durableLeft(t, a, b, "gone", "sx"); n != 0 {
 		t.Fatalf("A kept %d messages for a destroyed remote durable subscription", n)
+	}
+}
+
+// TestStaleDurableDemandIsDestroyed: the bridge's ledger on A names a durable
+// demand subscription that no remote durable subscription it records produces
+// (made under an older naming rule); it holds messages. Once the bridge is
+// up, it is destroyed with them.
+func TestStaleDurableDemandIsDestroyed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs brokers")
+	}
+	bs := startBrokers(t, 2, true)
+	a, b := bs[0], bs[1]
+	clientID := bridgeClientID(a, b)
+	const stale = "bn_stale_name"
+	old := stomptest.Subscribe(t, a.StompURI()+"?clientId="+clientID, "/topic/old", "activemq.subscriptionName", stale)
+	old.Close()
+	stomptest.SendN(t, a.StompURI(), "/topic/old", 0, 20, true)
+	rec := map[string]any{"version": 1, "durables": []demand.RemoteDurable{{
+		Consumer:   advisory.Consumer{Destination: destination.Destination{Kind: destination.Topic, Name: "old"}, SubscriptionName: "gone-sub"},
+		DemandName: stale,
+	}}}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := stomptest.Dial(t, a.StompURI())
+	done := make(chan error, 1)
+	f := frame.New(frame.SEND, frame.Destination, "/queue/brokernet.durables."+clientID, "persistent", "true")
+	f.Body = body
+	if err := pub.WriteReceipt(context.Background(), f, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if n := ab.Stats().DurablesDestroyed.Load(); n != 1 {
+			return fmt.Errorf("%d durable demand subscriptions destroyed, want 1", n)
+		}
+		return nil
+	})
+	if err := ab.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := durableHeld(t, a, clientID, "old", stale, ""); n != 0 {
+		t.Fatalf("the stale durable demand still held %d messages", n)
 	}
 }
