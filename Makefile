@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/brokernet/brokernet/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test unit bench demo fmt vet clean
+.PHONY: all build deps test unit bench soak demo fmt vet clean
 
 all: build
 
@@ -31,6 +31,14 @@ vet:
 # bench compares brokernet with ActiveMQ's own networkConnector on this machine.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/ $(BENCHFLAGS)
+
+# soak runs a stream of persistent messages through a chain of three brokers for
+# SOAK (default 30m) while brokers are killed and restarted and the consumer churns,
+# printing lost/duplicates and the bridge's RSS and goroutines (not part of test).
+# Short trial: make soak SOAK=2m SOAKFLAGS='-soak.restart 40s -soak.report 20s'
+SOAK ?= 30m
+soak: deps
+	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./bench/ -soak $(SOAK) $(SOAKFLAGS)
 
 # demo starts two ActiveMQ brokers, a bridge, a consumer and a producer.
 demo: deps build

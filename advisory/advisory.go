@@ -193,6 +193,7 @@ var ErrNotConsumerAdvisory = errors.New("not a consumer advisory")
 // (AdvisoryBroker.removeSubscription); it becomes a DurableRemoved event
 // whose Consumer.Destination is taken from h's destination header.
 //
+// A message the broker did not generate yields ErrForged (CheckBrokerGenerated).
 // Malformed bodies yield a descriptive error; ParseActiveMQ never panics.
 // Numbers and booleans are accepted both as JSON values and as strings,
 // because Jettison may render either, and a one-element list may appear as
@@ -200,6 +201,9 @@ var ErrNotConsumerAdvisory = errors.New("not a consumer advisory")
 func ParseActiveMQ(h *frame.Header, body []byte) (Event, error) {
 	ev := Event{ConsumerCount: -1}
 	if h != nil {
+		if err := CheckBrokerGenerated(h.Get("message-id")); err != nil {
+			return Event{}, err
+		}
 		ev.OriginBrokerID = h.Get(headerOriginBrokerID)
 		ev.OriginBrokerName = h.Get(headerOriginBrokerName)
 		if v, ok := h.Contains(headerConsumerCount); ok {

@@ -1,28 +1,40 @@
 package bench
 
-// BenchmarkForwarding compares three ways of getting 1 KiB messages from a
-// producer to a consumer, in the same run on the same machine:
+// BenchmarkForwarding compares ways of getting 1 KiB messages from a producer
+// to a consumer, in the same run on the same machine:
 //
-//	direct     producer and consumer on one broker (baseline)
-//	native     producer on A, consumer on B, A has ActiveMQ's <networkConnector> to B
-//	brokernet  producer on A, consumer on B, `brokernet bridge A B` as a subprocess
+//	direct              producer and consumer on one broker (baseline)
+//	native              producer on A, consumer on B, A has ActiveMQ's <networkConnector> to B
+//	brokernet           producer on A, consumer on B, `brokernet bridge stomp://A stomp://B` as a subprocess
+//	brokernet-openwire  the same with `brokernet bridge tcp://A tcp://B` (the OpenWire transport)
 //
 // each with memory brokers (non-persistent messages) and KahaDB brokers
-// (persistent:true messages), on fresh brokers per path and mode. Run it with
-// `make bench`; flags after -args:
+// (persistent:true messages), on fresh brokers per path and mode. The brokers'
+// transport connectors have Debian's default settings (no tcpNoDelay), as users
+// run them; -bench.tuned adds a second table on brokers with
+// transport.tcpNoDelay=true. On the paths named by -bench.minimal a producer and
+// consumer written directly on go-stomp also run a full-speed phase (see
+// Minimal): the harness must move at least as many messages as they do, or the
+// load generator, not the path, is what the table shows.
+//
+// Run it with `make bench`; flags after -args (or in BENCHFLAGS):
 //
 //	-bench.n=20000             messages of the full-speed phase, non-persistent
 //	-bench.npersistent=5000    the same, persistent
-//	-bench.paths=direct,native,brokernet
+//	-bench.paths=direct,native,brokernet   (also: brokernet-openwire)
 //	-bench.modes=non-persistent,persistent
+//	-bench.minimal=direct      paths that also run the go-stomp pair ("" for none; non-persistent only)
+//	-bench.tuned               also run everything on brokers with transport.tcpNoDelay=true
 //	-bench.rate=2000 -bench.steady=5s   the paced phase
-//	-bench.warmup=1000         messages sent (and awaited) before measuring
+//	-bench.warmup=5000         messages sent (and awaited) before measuring
+//	-bench.inflight=1000 -bench.receiptevery=100   non-persistent producer: unconfirmed bound, SENDs per receipt
+//	-bench.consumerprefetch=5000   activemq.prefetchSize of the harness's consumer
 //	-bench.window=0 -bench.prefetch=0   brokernet --window/--prefetch (0: its default)
 //	-bench.bin=PATH            a prebuilt brokernet (default: go build ./cmd/brokernet once)
 //	-bench.quietwait=60s       before each path, wait up to this long for an idle machine
 //	-bench.size=1024           body size
 //
-// The table goes to stdout at the end; each path also reports metrics.
+// The tables go to stdout at the end; each path also reports metrics.
 
 import (
 	"context"
@@ -40,26 +52,52 @@ import (
 )
 
 var (
-	flagN           = flag.Int("bench.n", 20000, "messages in the full-speed phase, non-persistent")
-	flagNPersistent = flag.Int("bench.npersistent", 5000, "messages in the full-speed phase, persistent")
-	flagPaths       = flag.String("bench.paths", "direct,native,brokernet", "paths to measure")
-	flagModes       = flag.String("bench.modes", "non-persistent,persistent", "modes to measure")
-	flagRate        = flag.Float64("bench.rate", 2000, "messages per second of the paced phase")
-	flagSteady      = flag.Duration("bench.steady", 5*time.Second, "duration of the paced phase")
-	flagWarmup      = flag.Int("bench.warmup", 1000, "warm-up messages before measuring")
-	flagWindow      = flag.Int("bench.window", 0, "brokernet --window (0: its default)")
-	flagPrefetch    = flag.Int("bench.prefetch", 0, "brokernet --prefetch (0: its default)")
-	flagBodySize    = flag.Int("bench.size", 1024, "message body size in bytes")
-	flagBin         = flag.String("bench.bin", "", "use this brokernet binary instead of building ./cmd/brokernet")
-	flagQuietWait   = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
+	flagN            = flag.Int("bench.n", 20000, "messages in the full-speed phase, non-persistent")
+	flagNPersistent  = flag.Int("bench.npersistent", 5000, "messages in the full-speed phase, persistent")
+	flagPaths        = flag.String("bench.paths", "direct,native,brokernet", "paths to measure: direct, native, brokernet, brokernet-openwire")
+	flagModes        = flag.String("bench.modes", "non-persistent,persistent", "modes to measure")
+	flagMinimal      = flag.String("bench.minimal", "direct", "paths on which a plain go-stomp producer/consumer pair also runs full-speed phases, right before and right after the harness's (non-persistent mode only); empty for none")
+	flagTuned        = flag.Bool("bench.tuned", false, "after the main table, run the same on brokers with transport.tcpNoDelay=true as a second table")
+	flagRate         = flag.Float64("bench.rate", 2000, "messages per second of the paced phase")
+	flagSteady       = flag.Duration("bench.steady", 5*time.Second, "duration of the paced phase")
+	flagWarmup       = flag.Int("bench.warmup", 5000, "warm-up messages before measuring")
+	flagInFlight     = flag.Int("bench.inflight", 1000, "non-persistent producer: most messages sent but not confirmed by a receipt")
+	flagReceiptEvery = flag.Int("bench.receiptevery", 100, "non-persistent producer: one SEND in this many asks for a receipt")
+	flagConsPrefetch = flag.Int("bench.consumerprefetch", 5000, "activemq.prefetchSize of the benchmark's consumer (0: broker default)")
+	flagWindow       = flag.Int("bench.window", 0, "brokernet --window (0: its default)")
+	flagPrefetch     = flag.Int("bench.prefetch", 0, "brokernet --prefetch (0: its default)")
+	flagBodySize     = flag.Int("bench.size", 1024, "message body size in bytes")
+	flagBin          = flag.String("bench.bin", "", "use this brokernet binary instead of building ./cmd/brokernet")
+	flagQuietWait    = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
 )
 
 const (
 	modeNonPersistent = "non-persistent"
 	modePersistent    = "persistent"
 	dest              = "/queue/bench.forward"
+	minimalDest       = "/queue/bench.minimal"
 	stallTimeout      = 30 * time.Second // no progress for this long: the rest is lost
+
+	// The persistent producer keeps its historical shape (RESULTS.md):
+	// transactions of 100, at most 500 messages unconfirmed.
+	persistentBatch    = 100
+	persistentInFlight = 500
 )
+
+// brokerSettings is one transport configuration of the brokers under test.
+type brokerSettings struct {
+	name string // sub-benchmark name
+	desc string // for the table header
+	opts string // testbroker StompOptions and OpenWireOptions
+}
+
+var (
+	defaultSettings = brokerSettings{"default", "Debian's default transport settings (no transport.tcpNoDelay)", ""}
+	tunedSettings   = brokerSettings{"tcpNoDelay", "transport.tcpNoDelay=true on their STOMP and OpenWire connectors", "transport.tcpNoDelay=true"}
+)
+
+// A path is how messages get from the producer's broker to the consumer's.
+var knownPaths = map[string]bool{"direct": true, "native": true, "brokernet": true, "brokernet-openwire": true}
 
 var (
 	buildOnce sync.Once
@@ -103,8 +141,15 @@ func brokernetBinary(b *testing.B) string {
 	return buildBin
 }
 
+// phaseStats is what one measured phase moved and what it cost.
+type phaseStats struct {
+	n   int
+	cpu CPUUse
+}
+
 // result is one row of the table.
 type result struct {
+	settings   brokerSettings
 	mode, path string
 	n          int
 
@@ -119,12 +164,18 @@ type result struct {
 	lost, dups   int
 	foreign, bad int
 
-	// CPU during the full-speed phase.
-	fullWall                       time.Duration
-	cpuA, cpuB, cpuBridge, cpuSelf time.Duration
-	cpuMachine                     time.Duration
+	full, steady phaseStats
+	idleBefore   float64 // machine busy share just before the path started
 
-	idleBefore float64 // machine busy share just before the path started
+	// The go-stomp pair (-bench.minimal): its full-speed phases, one right
+	// before and one right after the harness's.
+	minRuns              []minimalRun
+	minLost, minDups     int
+	minBad, minForeign   int
+	minFailed            string
+	minSent              int // messages the pair sent, for the bridge's count
+	minimalWanted        bool
+	minimalSkippedReason string
 
 	// brokernet only: whole life of the process.
 	bridgeCPU  time.Duration
@@ -134,6 +185,28 @@ type result struct {
 
 	failed string
 }
+
+// minimalRun is one full-speed phase of the go-stomp pair.
+type minimalRun struct {
+	when     string // "before" or "after" the harness's full-speed phase
+	stats    phaseStats
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// bestMinimal is the pair's faster full-speed phase, the one the harness is
+// held to; nil if none ran.
+func (r *result) bestMinimal() *minimalRun {
+	var best *minimalRun
+	for i := range r.minRuns {
+		if best == nil || r.minRuns[i].rate > best.rate {
+			best = &r.minRuns[i]
+		}
+	}
+	return best
+}
+
+func (r *result) bridged() bool { return strings.HasPrefix(r.path, "brokernet") }
 
 func (r *result) bridgeCPUPerMsg() time.Duration {
 	if r.bridgeMsgs == 0 {
@@ -153,36 +226,53 @@ func splitList(s string) []string {
 }
 
 func BenchmarkForwarding(b *testing.B) {
-	if err := testbroker.Install(); err != nil {
-		b.Fatal(err)
-	}
-	var results []*result
-	for _, mode := range splitList(*flagModes) {
+	testbroker.Require(b)
+	modes, paths := splitList(*flagModes), splitList(*flagPaths)
+	for _, mode := range modes {
 		if mode != modeNonPersistent && mode != modePersistent {
-			b.Fatalf("-bench.modes: unknown mode %q", mode)
+			b.Fatalf("-bench.modes: unknown mode %q (want %s or %s)", mode, modeNonPersistent, modePersistent)
 		}
-		b.Run(mode, func(b *testing.B) {
-			for _, path := range splitList(*flagPaths) {
-				switch path {
-				case "direct", "native", "brokernet":
-				default:
-					b.Fatalf("-bench.paths: unknown path %q", path)
-				}
-				r := &result{mode: mode, path: path}
-				results = append(results, r)
-				b.Run(path, func(b *testing.B) {
-					defer func() {
-						if b.Failed() && r.failed == "" {
-							r.failed = "FAILED"
-						}
-						report(b, r)
-					}()
-					runPath(b, r)
+	}
+	minimalOn := map[string]bool{}
+	for _, p := range append(append([]string{}, paths...), splitList(*flagMinimal)...) {
+		if !knownPaths[p] {
+			b.Fatalf("unknown path %q in -bench.paths or -bench.minimal (want direct, native, brokernet or brokernet-openwire)", p)
+		}
+	}
+	for _, p := range splitList(*flagMinimal) {
+		minimalOn[p] = true
+	}
+	settings := []brokerSettings{defaultSettings}
+	if *flagTuned {
+		settings = append(settings, tunedSettings)
+	}
+	var tables [][]*result
+	for _, set := range settings {
+		var results []*result
+		b.Run(set.name, func(b *testing.B) {
+			for _, mode := range modes {
+				b.Run(mode, func(b *testing.B) {
+					for _, path := range paths {
+						r := &result{settings: set, mode: mode, path: path, minimalWanted: minimalOn[path]}
+						results = append(results, r)
+						b.Run(path, func(b *testing.B) {
+							defer func() {
+								if b.Failed() && r.failed == "" {
+									r.failed = "FAILED (see the log above)"
+								}
+								report(b, r)
+							}()
+							runPath(b, r)
+						})
+					}
 				})
 			}
 		})
+		tables = append(tables, results)
 	}
-	printTable(results)
+	for _, results := range tables {
+		printTable(results)
+	}
 }
 
 func report(b *testing.B, r *result) {
@@ -192,11 +282,16 @@ func report(b *testing.B, r *result) {
 	b.ReportMetric(r.rate, "msgs/s")
 	b.ReportMetric(ms(r.p50), "p50-ms")
 	b.ReportMetric(ms(r.p99), "p99-ms")
-	b.ReportMetric(ms(r.sp50), "p50@2k-ms")
-	b.ReportMetric(ms(r.sp99), "p99@2k-ms")
+	b.ReportMetric(ms(r.sp50), "p50@rate-ms")
+	b.ReportMetric(ms(r.sp99), "p99@rate-ms")
 	b.ReportMetric(float64(r.lost), "lost")
 	b.ReportMetric(float64(r.dups), "dup")
-	if r.path == "brokernet" {
+	b.ReportMetric(usPerMsg(r.full.cpu.Bench, r.full.n), "benchCPU-µs/msg")
+	b.ReportMetric(usPerMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n), "brokersCPU-µs/msg")
+	if m := r.bestMinimal(); m != nil {
+		b.ReportMetric(m.rate, "gostomp-msgs/s")
+	}
+	if r.bridged() {
 		b.ReportMetric(float64(r.bridgeCPUPerMsg())/1e3, "bridgeCPU-µs/msg")
 		b.ReportMetric(float64(r.bridgeRSS)/1024, "bridgeRSS-MiB")
 	}
@@ -204,7 +299,14 @@ func report(b *testing.B, r *result) {
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-func startBroker(b *testing.B, name string, persistent bool, connectors ...string) *testbroker.ActiveMQ {
+func usPerMsg(d time.Duration, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / 1e3 / float64(n)
+}
+
+func startBroker(b *testing.B, set brokerSettings, name string, persistent bool, connectors ...string) *testbroker.ActiveMQ {
 	b.Helper()
 	t0 := time.Now()
 	x := testbroker.StartActiveMQ(b, testbroker.Options{
@@ -212,8 +314,10 @@ func startBroker(b *testing.B, name string, persistent bool, connectors ...strin
 		ID:                name + "-id",
 		Persistent:        persistent,
 		NetworkConnectors: connectors,
+		StompOptions:      set.opts,
+		OpenWireOptions:   set.opts,
 	})
-	b.Logf("broker %s up in %s (stomp %s, openwire %s)", name, time.Since(t0).Round(time.Millisecond), x.StompURI(), x.OpenWireURI())
+	b.Logf("broker %s up in %s (stomp %s, openwire %s, options %q)", name, time.Since(t0).Round(time.Millisecond), x.StompURI(), x.OpenWireURI(), set.opts)
 	return x
 }
 
@@ -227,28 +331,31 @@ func runPath(b *testing.B, r *result) {
 		short = "p"
 	}
 	prefix := "bench-" + short + "-" + r.path
+	if r.settings.opts != "" {
+		prefix += "-tuned"
+	}
 	if *flagQuietWait > 0 {
 		busy, waited := WaitQuiet(*flagQuietWait, 0.25, runtime.NumCPU())
 		r.idleBefore = busy
 		b.Logf("machine %.0f%% busy before start (waited %s)", 100*busy, waited.Round(time.Second))
 	}
 
-	var prodURI, consURI string
+	var prodAddr, consAddr string
 	var pidA, pidB int
 	var br *Bridge
 	switch r.path {
 	case "direct":
-		x := startBroker(b, prefix, persistent)
-		prodURI, consURI, pidA = x.StompURI(), x.StompURI(), x.Pid()
+		x := startBroker(b, r.settings, prefix, persistent)
+		prodAddr, consAddr, pidA = x.StompAddr(), x.StompAddr(), x.Pid()
 	case "native":
-		bb := startBroker(b, prefix+"-B", persistent)
-		a := startBroker(b, prefix+"-A", persistent, bb.OpenWireURI())
-		prodURI, consURI, pidA, pidB = a.StompURI(), bb.StompURI(), a.Pid(), bb.Pid()
-	case "brokernet":
+		bb := startBroker(b, r.settings, prefix+"-B", persistent)
+		a := startBroker(b, r.settings, prefix+"-A", persistent, bb.OpenWireURI())
+		prodAddr, consAddr, pidA, pidB = a.StompAddr(), bb.StompAddr(), a.Pid(), bb.Pid()
+	case "brokernet", "brokernet-openwire":
 		bin := brokernetBinary(b)
-		a := startBroker(b, prefix+"-A", persistent)
-		bb := startBroker(b, prefix+"-B", persistent)
-		prodURI, consURI, pidA, pidB = a.StompURI(), bb.StompURI(), a.Pid(), bb.Pid()
+		a := startBroker(b, r.settings, prefix+"-A", persistent)
+		bb := startBroker(b, r.settings, prefix+"-B", persistent)
+		prodAddr, consAddr, pidA, pidB = a.StompAddr(), bb.StompAddr(), a.Pid(), bb.Pid()
 		args := []string{"bridge", "--log-level", "warn", "--log-format", "json"}
 		if *flagWindow > 0 {
 			args = append(args, "--window", fmt.Sprint(*flagWindow))
@@ -256,11 +363,17 @@ func runPath(b *testing.B, r *result) {
 		if *flagPrefetch > 0 {
 			args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
 		}
-		args = append(args, prodURI, consURI)
+		if r.path == "brokernet-openwire" {
+			args = append(args, a.OpenWireURI(), bb.OpenWireURI())
+		} else {
+			args = append(args, a.StompURI(), bb.StompURI())
+		}
 		var err error
 		if br, err = StartBridge(bin, args...); err != nil {
-			b.Fatal(err)
+			r.failed = "starting brokernet: " + err.Error()
+			b.Fatal(r.failed)
 		}
+		b.Logf("started %s %s", bin, strings.Join(args, " "))
 		b.Cleanup(func() {
 			br.Kill()
 			if b.Failed() {
@@ -268,13 +381,40 @@ func runPath(b *testing.B, r *result) {
 			}
 		})
 	}
+	// pathCtx ends when the bridge exits, so that waiting for messages stops
+	// at once instead of after a stall timeout.
+	pathCtx, cancelPath := context.WithCancel(ctx)
+	defer cancelPath()
+	if br != nil {
+		go func() {
+			select {
+			case <-br.Exited():
+				cancelPath()
+			case <-pathCtx.Done():
+			}
+		}()
+	}
+	bridgeAlive := func(when string) {
+		if br == nil {
+			return
+		}
+		if s := br.ExitSummary(); s != "" {
+			r.failed = s + " (" + when + ")"
+			b.Fatalf("%s\n%s", r.failed, br.Output())
+		}
+	}
+	pidBridge := 0
+	if br != nil {
+		pidBridge = br.Pid()
+	}
+	sample := func() CPUSample { return TakeCPU(pidA, pidB, pidBridge) }
 
-	cons, err := Subscribe(ctx, consURI, dest)
+	cons, err := Subscribe(ctx, "stomp://"+consAddr, dest, *flagConsPrefetch)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cons.Close()
-	prod, err := Dial(ctx, prodURI)
+	prod, err := Dial(ctx, "stomp://"+prodAddr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -283,70 +423,90 @@ func runPath(b *testing.B, r *result) {
 	send := func(p Phase, n int, rate float64) SendStats {
 		b.Helper()
 		cons.Expect(p, n)
-		st, err := Send(ctx, prod, SendOptions{Dest: dest, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate})
+		o := SendOptions{Dest: dest, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
+			InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
+		if persistent {
+			o.InFlight, o.Batch = persistentInFlight, persistentBatch
+		}
+		st, err := Send(ctx, prod, o)
 		if err != nil {
 			b.Fatalf("%s phase: sending: %v", p, err)
 		}
 		return st
-	}
-	bridgeAlive := func() {
-		if br == nil {
-			return
-		}
-		select {
-		case <-br.Exited():
-			b.Fatalf("brokernet exited early:\n%s", br.Output())
-		default:
-		}
 	}
 
 	// Warm-up: proves the path forwards (demand has propagated, the bridge or
 	// network connector is up) and lets the JVMs compile the hot paths.
 	t0 := time.Now()
 	send(Warmup, *flagWarmup, 0)
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	wctx, cancel := context.WithTimeout(pathCtx, 90*time.Second)
 	ok := cons.Wait(wctx, Warmup, 60*time.Second)
 	cancel()
-	bridgeAlive()
+	bridgeAlive("during the warm-up")
 	if !ok {
 		w := cons.Result(Warmup)
+		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
+		if br != nil {
+			r.failed += "; brokernet's last words: " + firstNonEmpty(br.LastLine(), "(none)")
+		}
 		b.Fatalf("warm-up: only %d of %d messages arrived on the consumer within %s", w.Distinct, w.N, time.Since(t0).Round(time.Millisecond))
 	}
 	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
 
-	// Full speed.
-	pidBridge := 0
-	if br != nil {
-		pidBridge = br.Pid()
+	// The go-stomp pair, on its own queue, runs one full-speed phase right
+	// before the harness's and one right after, so that neither side profits
+	// from a warmer JVM (JIT) alone.
+	var pair *Minimal
+	switch {
+	case !r.minimalWanted:
+	case persistent:
+		r.minimalSkippedReason = "non-persistent mode only"
+	default:
+		pair = startMinimal(b, pathCtx, r, prodAddr, consAddr, body)
+		if pair != nil {
+			defer pair.Close() // after a failure; stopMinimal closes it first otherwise
+		}
+		bridgeAlive("during the go-stomp pair's warm-up")
 	}
-	cA, cB, cBr, cSelf, cM := ProcCPU(pidA), ProcCPU(pidB), ProcCPU(pidBridge), SelfCPU(), MachineCPU()
+	if pair != nil {
+		runMinimal(b, pathCtx, r, pair, Full, "before", body, sample)
+	}
+
+	// Full speed.
+	c0 := sample()
 	st := send(Full, r.n, 0)
-	if !cons.Wait(ctx, Full, stallTimeout) {
+	if !cons.Wait(pathCtx, Full, stallTimeout) {
 		b.Errorf("full-speed phase: messages missing after %s without progress", stallTimeout)
 	}
+	r.full = phaseStats{n: r.n, cpu: sample().Sub(c0)}
 	full := cons.Result(Full)
-	end := full.Last
-	r.fullWall = end.Sub(st.Start)
-	r.cpuA, r.cpuB, r.cpuBridge = ProcCPU(pidA)-cA, ProcCPU(pidB)-cB, ProcCPU(pidBridge)-cBr
-	r.cpuSelf, r.cpuMachine = SelfCPU()-cSelf, MachineCPU()-cM
-	if full.Distinct > 0 && r.fullWall > 0 {
-		r.rate = float64(full.Distinct) / r.fullWall.Seconds()
+	if wall := full.Last.Sub(st.Start); full.Distinct > 0 && wall > 0 {
+		r.rate = float64(full.Distinct) / wall.Seconds()
 	}
 	if d := st.End.Sub(st.Start); d > 0 {
 		r.sendRate = float64(r.n) / d.Seconds()
 	}
 	r.p50, r.p99 = full.P50, full.P99
-	bridgeAlive()
+	bridgeAlive("during the full-speed phase")
+
+	if pair != nil {
+		runMinimal(b, pathCtx, r, pair, Repeat, "after", body, sample)
+		stopMinimal(b, r, pair)
+		bridgeAlive("during the go-stomp pair's phases")
+	}
 
 	// Paced.
 	r.steadyN = int(*flagRate * flagSteady.Seconds())
+	c0 = sample()
 	sst := send(Steady, r.steadyN, *flagRate)
 	if d := sst.End.Sub(sst.Start); d > 0 {
 		r.steadyRate = float64(r.steadyN) / d.Seconds()
 	}
-	if !cons.Wait(ctx, Steady, stallTimeout) {
+	if !cons.Wait(pathCtx, Steady, stallTimeout) {
 		b.Errorf("steady phase: messages missing after %s without progress", stallTimeout)
 	}
+	r.steady = phaseStats{n: r.steadyN, cpu: sample().Sub(c0)}
+	bridgeAlive("during the paced phase")
 	// Give late duplicates a moment.
 	time.Sleep(500 * time.Millisecond)
 	steady := cons.Result(Steady)
@@ -366,7 +526,7 @@ func runPath(b *testing.B, r *result) {
 	if br != nil {
 		u, err := br.Stop(45 * time.Second)
 		r.bridgeCPU, r.bridgeRSS, r.bridgeExit = u.CPU, u.MaxRSS, u.ExitCode
-		r.bridgeMsgs = *flagWarmup + r.n + r.steadyN
+		r.bridgeMsgs = *flagWarmup + r.n + r.steadyN + r.minSent
 		if err != nil {
 			b.Errorf("stopping brokernet: %v\n%s", err, br.Output())
 		} else if u.ExitCode != 0 {
@@ -378,6 +538,81 @@ func runPath(b *testing.B, r *result) {
 	}
 	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
 		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+}
+
+// startMinimal connects the go-stomp pair and runs its warm-up (which also
+// proves the demand for its queue reached the path). A failure is recorded in r
+// and reported as an error, and returns nil; the harness's phases go on.
+func startMinimal(b *testing.B, ctx context.Context, r *result, prodAddr, consAddr string, body []byte) *Minimal {
+	m, err := DialMinimal(prodAddr, consAddr, minimalDest)
+	if err != nil {
+		r.minFailed = err.Error()
+		b.Errorf("go-stomp pair: %s", r.minFailed)
+		return nil
+	}
+	m.Expect(Warmup, *flagWarmup)
+	_, err = m.Send(Warmup, *flagWarmup, body)
+	r.minSent += *flagWarmup
+	ok := false
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		ok = m.Wait(wctx, Warmup, 60*time.Second)
+		cancel()
+	}
+	if !ok {
+		w := m.Result(Warmup)
+		r.minFailed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
+		if err != nil {
+			r.minFailed = "warm-up: " + err.Error()
+		}
+		b.Errorf("go-stomp pair: %s", r.minFailed)
+		m.Close()
+		return nil
+	}
+	return m
+}
+
+// runMinimal runs one full-speed phase of the go-stomp pair as phase p and
+// records it in r.
+func runMinimal(b *testing.B, ctx context.Context, r *result, m *Minimal, p Phase, when string, body []byte, sample func() CPUSample) {
+	n := r.n
+	m.Expect(p, n)
+	c0 := sample()
+	start, err := m.Send(p, n, body)
+	r.minSent += n
+	if err != nil {
+		r.minFailed = fmt.Sprintf("full speed (%s): %v", when, err)
+		b.Errorf("go-stomp pair: %s", r.minFailed)
+		return
+	}
+	if !m.Wait(ctx, p, stallTimeout) {
+		b.Errorf("go-stomp pair: full-speed phase (%s): messages missing after %s without progress", when, stallTimeout)
+	}
+	run := minimalRun{when: when, stats: phaseStats{n: n, cpu: sample().Sub(c0)}}
+	res := m.Result(p)
+	if wall := res.Last.Sub(start); res.Distinct > 0 && wall > 0 {
+		run.rate = float64(res.Distinct) / wall.Seconds()
+	}
+	run.p50, run.p99 = res.P50, res.P99
+	r.minRuns = append(r.minRuns, run)
+	b.Logf("%s/%s go-stomp pair (%s the harness): %d msgs full speed %.0f msg/s, p50 %s p99 %s", r.mode, r.path, when, n, run.rate, run.p50, run.p99)
+}
+
+// stopMinimal disconnects the pair and counts what it lost or got twice.
+func stopMinimal(b *testing.B, r *result, m *Minimal) {
+	if err := m.Close(); err != nil {
+		b.Logf("go-stomp pair: closing: %v", err)
+	}
+	for p := range NumPhases {
+		pr := m.Result(p)
+		r.minLost += pr.Lost
+		r.minDups += pr.Dups
+		r.minBad += pr.Bad
+	}
+	r.minForeign = m.Foreign()
+	if r.minLost > 0 || r.minDups > 0 || r.minBad > 0 || r.minForeign > 0 {
+		b.Errorf("LOSS CHECK FAILED on %s/%s (go-stomp pair): lost %d, duplicates %d, bad seq %d, foreign %d", r.mode, r.path, r.minLost, r.minDups, r.minBad, r.minForeign)
+	}
 }
 
 func fmtDur(d time.Duration) string {
@@ -407,53 +642,108 @@ func perMsg(d time.Duration, n int) string {
 	return fmt.Sprintf("%.0f", float64(d)/1e3/float64(n))
 }
 
+// generatorMinRatio is how close to the go-stomp pair the harness must come on
+// the same path to count as not being the bottleneck: run-to-run noise on this
+// 2-core machine is a few per cent.
+const generatorMinRatio = 0.95
+
 func printTable(results []*result) {
+	if len(results) == 0 {
+		return
+	}
 	w := os.Stdout
+	set := results[0].settings
 	fmt.Fprintln(w)
-	nagle := "with transport.tcpNoDelay=true (testdata/activemq.xml.tmpl)"
-	fmt.Fprintf(w, "brokernet bench: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs, at most 500 unconfirmed, persistent producer in transactions of 100; paced %.0f msg/s for %s; warm-up %d; brokers %s\n",
-		*flagBodySize, *flagN, *flagNPersistent, *flagRate, *flagSteady, *flagWarmup, nagle)
-	fmt.Fprintf(w, "%-15s %-10s %8s %10s %10s %8s %8s %8s %5s %4s %14s %10s\n",
-		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50@2k", "p99@2k", "rate@2k", "lost", "dup", "bridgeCPU/msg", "bridgeRSS")
+	fmt.Fprintf(w, "brokernet bench, brokers with %s: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; non-persistent producer streams SENDs with a receipt every %d, at most %d unconfirmed; persistent producer in transactions of %d, at most %d unconfirmed; consumer ack auto, prefetch %d; paced %.0f msg/s for %s; warm-up %d\n",
+		set.desc, *flagBodySize, *flagN, *flagNPersistent, *flagReceiptEvery, *flagInFlight, persistentBatch, persistentInFlight, *flagConsPrefetch, *flagRate, *flagSteady, *flagWarmup)
+	rateCol := fmt.Sprintf("@%.0f", *flagRate)
+	if *flagRate >= 1000 && int(*flagRate)%1000 == 0 {
+		rateCol = fmt.Sprintf("@%dk", int(*flagRate)/1000)
+	}
+	fmt.Fprintf(w, "%-15s %-28s %8s %10s %10s %8s %8s %8s %5s %4s %14s %10s\n",
+		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50"+rateCol, "p99"+rateCol, "rate"+rateCol, "lost", "dup", "bridgeCPU/msg", "bridgeRSS")
 	for _, r := range results {
+		if r.rate == 0 && r.failed != "" {
+			fmt.Fprintf(w, "%-15s %-28s %s\n", r.mode, r.path, r.failed)
+			continue
+		}
 		cpu, rss := "-", "-"
-		if r.path == "brokernet" && r.bridgeMsgs > 0 {
+		if r.bridged() && r.bridgeMsgs > 0 {
 			cpu = fmt.Sprintf("%.1fµs", float64(r.bridgeCPUPerMsg())/1e3)
 			rss = fmt.Sprintf("%.1fMiB", float64(r.bridgeRSS)/1024)
 		}
-		line := fmt.Sprintf("%-15s %-10s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %10s",
+		line := fmt.Sprintf("%-15s %-28s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %10s",
 			r.mode, r.path, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate, r.lost, r.dups, cpu, rss)
 		if r.failed != "" {
 			line += "  " + r.failed
 		}
 		fmt.Fprintln(w, line)
+		for _, m := range r.minRuns {
+			fmt.Fprintf(w, "%-15s %-28s %8.0f %10s %10s %8s %8s %8s %5s %4s\n",
+				r.mode, r.path+" (go-stomp "+m.when+")", m.rate, fmtDur(m.p50), fmtDur(m.p99), "-", "-", "-", "", "")
+		}
+		if r.minRuns != nil || r.minFailed != "" {
+			line := fmt.Sprintf("%-15s %-28s %8s %10s %10s %8s %8s %8s %5d %4d", r.mode, r.path+" (go-stomp, all)", "", "", "", "", "", "", r.minLost, r.minDups)
+			if r.minFailed != "" {
+				line += "  FAILED: " + r.minFailed
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "CPU during the full-speed phase, µs per message (from /proc; 10 ms resolution); other = everything else on the machine, incl. kernel I/O threads (KahaDB fsync) and other sessions; busy%% of %d cores; busyBefore = machine busy share just before the path started:\n", runtime.NumCPU())
-	fmt.Fprintf(w, "%-15s %-10s %8s %8s %8s %8s %8s %8s %8s %6s %11s\n", "mode", "path", "wall", "brokerA", "brokerB", "bridge", "bench", "other", "machine", "busy%", "busyBefore")
+	fmt.Fprintf(w, "CPU per message by phase, µs (JVMs and bridge from /proc/PID/stat, 10 ms resolution; bench = this process, producer and consumer, getrusage); other = everything else on the machine, incl. kernel I/O threads (KahaDB fsync) and other sessions; busy%% of %d cores; busyBefore = machine busy share just before the path started:\n", runtime.NumCPU())
+	fmt.Fprintf(w, "%-15s %-28s %-10s %7s %8s %8s %8s %8s %8s %8s %8s %8s %6s %11s\n",
+		"mode", "path", "phase", "msgs", "wall", "brokerA", "brokerB", "brokers", "bridge", "bench", "other", "machine", "busy%", "busyBefore")
 	for _, r := range results {
 		if r.rate == 0 {
 			continue
 		}
-		n := r.n
-		b, br := perMsg(r.cpuB, n), perMsg(r.cpuBridge, n)
-		if r.path == "direct" {
-			b = "-"
+		row := func(label, phase string, p phaseStats) {
+			u, n := p.cpu, p.n
+			b, br := perMsg(u.BrokerB, n), perMsg(u.Bridge, n)
+			if r.path == "direct" {
+				b = "-"
+			}
+			if !r.bridged() {
+				br = "-"
+			}
+			busy := 0.0
+			if u.Wall > 0 {
+				busy = 100 * u.Machine.Seconds() / (float64(runtime.NumCPU()) * u.Wall.Seconds())
+			}
+			fmt.Fprintf(w, "%-15s %-28s %-10s %7d %8s %8s %8s %8s %8s %8s %8s %8s %5.0f%% %10.0f%%\n", r.mode, label, phase, n, fmtDur(u.Wall),
+				perMsg(u.BrokerA, n), b, perMsg(u.BrokerA+u.BrokerB, n), br, perMsg(u.Bench, n), perMsg(u.Other(), n), perMsg(u.Machine, n), busy, 100*r.idleBefore)
 		}
-		if r.path != "brokernet" {
-			br = "-"
+		row(r.path, "full", r.full)
+		for _, m := range r.minRuns {
+			row(r.path+" (go-stomp "+m.when+")", "full", m.stats)
 		}
-		busy := 0.0
-		if r.fullWall > 0 {
-			busy = 100 * r.cpuMachine.Seconds() / (float64(runtime.NumCPU()) * r.fullWall.Seconds())
+		if r.steady.n > 0 {
+			row(r.path, "paced", r.steady)
 		}
-		other := max(0, r.cpuMachine-r.cpuA-r.cpuB-r.cpuBridge-r.cpuSelf)
-		fmt.Fprintf(w, "%-15s %-10s %8s %8s %8s %8s %8s %8s %8s %5.0f%% %10.0f%%\n", r.mode, r.path, fmtDur(r.fullWall),
-			perMsg(r.cpuA, n), b, br, perMsg(r.cpuSelf, n), perMsg(other, n), perMsg(r.cpuMachine, n), busy, 100*r.idleBefore)
 	}
 
 	fmt.Fprintln(w)
+	for _, r := range results {
+		switch {
+		case r.bestMinimal() != nil && r.rate > 0 && r.bestMinimal().rate > 0:
+			m := r.bestMinimal()
+			var each []string
+			for _, x := range r.minRuns {
+				each = append(each, fmt.Sprintf("%s %.0f", x.when, x.rate))
+			}
+			ratio := r.rate / m.rate
+			fmt.Fprintf(w, "generator check %s/%s: harness %.0f msg/s, go-stomp pair %.0f msg/s (%s), ratio %.2f (>= %.2f): %s; bench CPU %s vs %s µs/msg, brokers %s vs %s µs/msg\n",
+				r.mode, r.path, r.rate, m.rate, strings.Join(each, ", "), ratio, generatorMinRatio, passMiss(ratio >= generatorMinRatio),
+				perMsg(r.full.cpu.Bench, r.full.n), perMsg(m.stats.cpu.Bench, m.stats.n),
+				perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n), perMsg(m.stats.cpu.BrokerA+m.stats.cpu.BrokerB, m.stats.n))
+		case r.minimalWanted && r.minimalSkippedReason != "":
+			fmt.Fprintf(w, "generator check %s/%s: go-stomp pair not run (%s)\n", r.mode, r.path, r.minimalSkippedReason)
+		case r.minimalWanted:
+			fmt.Fprintf(w, "generator check %s/%s: MISS, no comparison (%s)\n", r.mode, r.path, firstNonEmpty(r.minFailed, r.failed, "path did not complete"))
+		}
+	}
 	find := func(mode, path string) *result {
 		for _, r := range results {
 			if r.mode == mode && r.path == path && r.rate > 0 {
@@ -462,38 +752,44 @@ func printTable(results []*result) {
 		}
 		return nil
 	}
-	var ratios []string
 	targets := []struct {
 		mode string
 		min  float64
 	}{{modeNonPersistent, 0.8}, {modePersistent, 1.5}}
-	var targetLines []string
-	for _, t := range targets {
-		bn, nat := find(t.mode, "brokernet"), find(t.mode, "native")
-		if bn == nil || nat == nil {
-			continue
+	for _, path := range []string{"brokernet", "brokernet-openwire"} {
+		for _, t := range targets {
+			bn, nat := find(t.mode, path), find(t.mode, "native")
+			if bn == nil || nat == nil {
+				continue
+			}
+			ratio := bn.rate / nat.rate
+			fmt.Fprintf(w, "target %s %s/native >= %.1f: %.2f %s\n", t.mode, path, t.min, ratio, passMiss(ratio >= t.min))
 		}
-		ratio := bn.rate / nat.rate
-		ratios = append(ratios, fmt.Sprintf("%s %.2f", t.mode, ratio))
-		targetLines = append(targetLines, fmt.Sprintf("target %s brokernet/native >= %.1f: %.2f %s", t.mode, t.min, ratio, passMiss(ratio >= t.min)))
-	}
-	if len(ratios) > 0 {
-		fmt.Fprintln(w, "ratio brokernet/native: "+strings.Join(ratios, ", "))
-	}
-	for _, l := range targetLines {
-		fmt.Fprintln(w, l)
-	}
-	for _, r := range results {
-		if r.path == "brokernet" && r.rate > 0 {
-			fmt.Fprintf(w, "target %s brokernet p50 at %.0f msg/s < 5ms: %s %s\n", r.mode, *flagRate, fmtDur(r.sp50), passMiss(r.sp50 < 5*time.Millisecond))
+		if bn, nat := find(modeNonPersistent, path), find(modeNonPersistent, "native"); bn != nil {
+			fmt.Fprintf(w, "target non-persistent %s p50 at %.0f msg/s < 2ms: %s %s\n", path, *flagRate, fmtDur(bn.sp50), passMiss(bn.sp50 < 2*time.Millisecond))
+			if nat != nil && nat.sp99 > 0 {
+				ratio := float64(bn.sp99) / float64(nat.sp99)
+				fmt.Fprintf(w, "target non-persistent %s p99 at %.0f msg/s <= 1.5x native (%s): %s, %.2fx %s\n", path, *flagRate, fmtDur(nat.sp99), fmtDur(bn.sp99), ratio, passMiss(ratio <= 1.5))
+			}
+			if bn.bridgeMsgs > 0 {
+				fmt.Fprintf(w, "target non-persistent %s bridge CPU <= 30µs/msg (whole life): %.1fµs %s\n", path, float64(bn.bridgeCPUPerMsg())/1e3, passMiss(bn.bridgeCPUPerMsg() <= 30*time.Microsecond))
+			}
 		}
 	}
 	lossOK := true
 	var bad []string
 	for _, r := range results {
-		if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 || r.rate == 0 {
+		switch {
+		case r.rate == 0:
+			lossOK = false
+			bad = append(bad, fmt.Sprintf("%s/%s(did not complete)", r.mode, r.path))
+		case r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0:
 			lossOK = false
 			bad = append(bad, fmt.Sprintf("%s/%s(lost %d dup %d)", r.mode, r.path, r.lost, r.dups))
+		}
+		if r.minLost > 0 || r.minDups > 0 || r.minBad > 0 || r.minForeign > 0 {
+			lossOK = false
+			bad = append(bad, fmt.Sprintf("%s/%s go-stomp pair(lost %d dup %d)", r.mode, r.path, r.minLost, r.minDups))
 		}
 	}
 	if lossOK {
@@ -502,4 +798,13 @@ func printTable(results []*result) {
 		fmt.Fprintln(w, "target zero loss, no duplicates: MISS *** "+strings.Join(bad, ", ")+" ***")
 	}
 	fmt.Fprintln(w)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
 }

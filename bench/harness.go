@@ -40,13 +40,14 @@ const (
 	Warmup Phase = iota
 	Full
 	Steady
+	Repeat // a second full-speed phase (the go-stomp pair runs one before and one after the harness's)
 	NumPhases
 )
 
-var phaseTags = [NumPhases]string{"w", "f", "s"}
+var phaseTags = [NumPhases]string{"w", "f", "s", "r"}
 
 func (p Phase) String() string {
-	return [NumPhases]string{"warm-up", "full-speed", "steady"}[p]
+	return [NumPhases]string{"warm-up", "full-speed", "steady", "full-speed again"}[p]
 }
 
 func phaseOf(tag string) (Phase, bool) {
@@ -82,8 +83,13 @@ type SendOptions struct {
 	// Rate paces the producer in messages per second (small batches on a 5 ms
 	// ticker); 0 sends as fast as the in-flight bound allows.
 	Rate float64
-	// InFlight bounds the messages awaiting confirmation. Default 500.
+	// InFlight bounds the messages sent but not yet confirmed by the broker.
+	// Default 1000.
 	InFlight int
+	// ReceiptEvery is how many non-persistent messages one receipt confirms: the
+	// SENDs stream without receipts and every ReceiptEvery-th (and the last)
+	// asks for one. Default 100.
+	ReceiptEvery int
 	// Batch is the most persistent messages per producer transaction. Default 100.
 	Batch int
 }
@@ -94,17 +100,34 @@ type SendStats struct {
 }
 
 // Send writes o.N messages on c and returns once the broker confirmed every one.
-// Non-persistent messages each carry a receipt; persistent ones go in transactions
-// of up to o.Batch messages, each COMMIT with a receipt, so that the producer's
-// own disk syncs on broker A do not cap what the forwarding paths can show. At
-// most o.InFlight messages are unconfirmed.
+//
+// Non-persistent SENDs stream without receipts and every o.ReceiptEvery-th asks
+// for one. STOMP 1.2 ("RECEIPT") makes a receipt "a cumulative acknowledgment
+// that all the previous frames have been received by the server"; ActiveMQ also
+// handles one connection's frames in order on its transport thread, so by the
+// time the RECEIPT comes the SENDs before it were handed to the destination. A
+// refused SEND ends the connection with an ERROR, which fails Send. One receipt
+// per message would make the broker write one frame per message and the
+// benchmark measure its own round trips. Persistent messages go in
+// transactions of up to o.Batch messages, each COMMIT with a receipt, so that
+// the producer's own disk syncs on broker A do not cap what the forwarding
+// paths can show. At most o.InFlight messages are unconfirmed.
 func Send(ctx context.Context, c *stomp.Conn, o SendOptions) (SendStats, error) {
 	if o.InFlight <= 0 {
-		o.InFlight = 500
+		o.InFlight = 1000
+	}
+	if o.ReceiptEvery <= 0 {
+		o.ReceiptEvery = 100
 	}
 	if o.Batch <= 0 {
 		o.Batch = 100
 	}
+	// k is the number of messages one confirmation covers.
+	k := o.ReceiptEvery
+	if o.Persistent {
+		k = o.Batch
+	}
+	k = min(k, o.InFlight)
 	sem := make(chan struct{}, o.InFlight)
 	errs := make(chan error, 1)
 	release := func(n int) func(error) {
@@ -128,6 +151,8 @@ func Send(ctx context.Context, c *stomp.Conn, o SendOptions) (SendStats, error) 
 	tag := phaseTags[o.Phase]
 	st := SendStats{Start: time.Now()}
 	txSeq := 0
+	tx := ""
+	unconfirmed := 0 // messages sent since the last confirmation was asked for
 	for i := 0; i < o.N; {
 		due := o.N
 		if o.Rate > 0 {
@@ -135,56 +160,61 @@ func Send(ctx context.Context, c *stomp.Conn, o SendOptions) (SendStats, error) 
 			if i >= due {
 				select {
 				case <-tick.C:
+				case err := <-errs:
+					return st, err
 				case <-ctx.Done():
 					return st, ctx.Err()
 				}
 				continue
 			}
 		}
-		k := 1
-		if o.Persistent {
-			k = min(o.Batch, due-i, o.InFlight)
+		select {
+		case sem <- struct{}{}:
+		case err := <-errs:
+			return st, err
+		case <-ctx.Done():
+			return st, fmt.Errorf("sending: %w", ctx.Err())
 		}
-		for range k {
-			select {
-			case sem <- struct{}{}:
-			case err := <-errs:
-				return st, err
-			case <-ctx.Done():
-				return st, fmt.Errorf("sending: %w", ctx.Err())
-			}
-		}
-		tx := ""
-		if o.Persistent {
+		if o.Persistent && tx == "" {
 			txSeq++
 			tx = "bench-tx-" + strconv.Itoa(txSeq)
 			if err := c.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, tx)); err != nil {
 				return st, err
 			}
 		}
-		for j := 0; j < k; j++ {
-			f := frame.New(frame.SEND, frame.Destination, o.Dest,
-				HeaderPhase, tag,
-				HeaderSeq, strconv.Itoa(i),
-				HeaderTS, strconv.FormatInt(time.Now().UnixNano(), 10))
-			f.Body = o.Body
-			if !o.Persistent {
-				if err := c.WriteReceipt(ctx, f, release(1)); err != nil {
-					return st, err
-				}
-			} else {
-				f.Header.Add("persistent", "true")
-				f.Header.Add(frame.Transaction, tx)
-				if err := c.Write(ctx, f); err != nil {
-					return st, err
-				}
-			}
-			i++
-		}
+		f := frame.New(frame.SEND, frame.Destination, o.Dest,
+			HeaderPhase, tag,
+			HeaderSeq, strconv.Itoa(i),
+			HeaderTS, strconv.FormatInt(time.Now().UnixNano(), 10))
+		f.Body = o.Body
 		if o.Persistent {
-			if err := c.WriteReceipt(ctx, frame.New(frame.COMMIT, frame.Transaction, tx), release(k)); err != nil {
+			f.Header.Add("persistent", "true")
+			f.Header.Add(frame.Transaction, tx)
+		}
+		i++
+		unconfirmed++
+		// Ask for a confirmation when k messages are out and at the end. A
+		// paced persistent burst also ends its transaction, so that no message
+		// waits for the next burst in an open transaction.
+		confirm := unconfirmed == k || i == o.N || (o.Persistent && o.Rate > 0 && i >= due)
+		switch {
+		case !confirm:
+			if err := c.Write(ctx, f); err != nil {
 				return st, err
 			}
+		case o.Persistent:
+			if err := c.Write(ctx, f); err != nil {
+				return st, err
+			}
+			if err := c.WriteReceipt(ctx, frame.New(frame.COMMIT, frame.Transaction, tx), release(unconfirmed)); err != nil {
+				return st, err
+			}
+			tx, unconfirmed = "", 0
+		default:
+			if err := c.WriteReceipt(ctx, f, release(unconfirmed)); err != nil {
+				return st, err
+			}
+			unconfirmed = 0
 		}
 	}
 	for range cap(sem) {
@@ -200,7 +230,7 @@ func Send(ctx context.Context, c *stomp.Conn, o SendOptions) (SendStats, error) 
 	return st, nil
 }
 
-// phaseRecv is what the consumer saw of one phase.
+// phaseRecv is what a consumer saw of one phase.
 type phaseRecv struct {
 	n        int
 	count    []uint8 // receptions per seq (saturating)
@@ -212,78 +242,58 @@ type phaseRecv struct {
 	complete chan struct{} // closed when distinct reaches n
 }
 
-// Consumer records what arrives on one subscription (ack mode auto).
-type Consumer struct {
-	conn *stomp.Conn
-	done chan struct{}
-
+// Recorder keeps what one consumer received, per phase: which sequence numbers
+// arrived how often, and the latency of each first arrival.
+type Recorder struct {
 	mu      sync.Mutex
 	ph      [NumPhases]*phaseRecv
 	foreign int // messages without a known phase tag
 }
 
-// Subscribe connects to uri and subscribes to dest with ack mode auto. The
-// subscription is in place when it returns.
-func Subscribe(ctx context.Context, uri, dest string) (*Consumer, error) {
-	conn, err := Dial(ctx, uri)
-	if err != nil {
-		return nil, err
-	}
-	c := &Consumer{conn: conn, done: make(chan struct{})}
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := conn.Subscribe(sctx, "bench", dest, "auto"); err != nil {
-		conn.Abort()
-		return nil, err
-	}
-	go c.run()
-	return c, nil
-}
-
 // Expect prepares the bookkeeping for phase p of n messages; call it before
 // sending that phase.
-func (c *Consumer) Expect(p Phase, n int) {
+func (c *Recorder) Expect(p Phase, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ph[p] = &phaseRecv{n: n, count: make([]uint8, n), lat: make([]int64, n), complete: make(chan struct{})}
 }
 
-func (c *Consumer) run() {
-	defer close(c.done)
-	for f := range c.conn.Deliveries() {
-		now := time.Now()
-		p, ok := phaseOf(f.Header.Get(HeaderPhase))
-		seq, err1 := strconv.Atoi(f.Header.Get(HeaderSeq))
-		ts, err2 := strconv.ParseInt(f.Header.Get(HeaderTS), 10, 64)
-		c.mu.Lock()
-		r := c.ph[p]
-		switch {
-		case !ok || r == nil:
-			c.foreign++
-		case err1 != nil || err2 != nil || seq < 0 || seq >= r.n:
-			r.bad++
-		default:
-			if r.count[seq] < 255 {
-				r.count[seq]++
-			}
-			if r.count[seq] > 1 {
-				r.dups++
-				break
-			}
-			r.lat[seq] = now.UnixNano() - ts
-			r.distinct++
-			r.last = now
-			if r.distinct == r.n {
-				close(r.complete)
-			}
+// record counts one message with the given header values, received at now.
+func (c *Recorder) record(phase, seqText, tsText string, now time.Time) {
+	p, ok := phaseOf(phase)
+	seq, err1 := strconv.Atoi(seqText)
+	ts, err2 := strconv.ParseInt(tsText, 10, 64)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var r *phaseRecv
+	if ok {
+		r = c.ph[p]
+	}
+	switch {
+	case r == nil:
+		c.foreign++
+	case err1 != nil || err2 != nil || seq < 0 || seq >= r.n:
+		r.bad++
+	default:
+		if r.count[seq] < 255 {
+			r.count[seq]++
 		}
-		c.mu.Unlock()
+		if r.count[seq] > 1 {
+			r.dups++
+			return
+		}
+		r.lat[seq] = now.UnixNano() - ts
+		r.distinct++
+		r.last = now
+		if r.distinct == r.n {
+			close(r.complete)
+		}
 	}
 }
 
-// Wait waits until every message of phase p arrived, or until nothing new
-// arrived for stall, or ctx ends. It reports whether all arrived.
-func (c *Consumer) Wait(ctx context.Context, p Phase, stall time.Duration) bool {
+// wait waits until every message of phase p arrived, or until nothing new
+// arrived for stall, or ctx or gone ends. It reports whether all arrived.
+func (c *Recorder) wait(ctx context.Context, p Phase, stall time.Duration, gone <-chan struct{}) bool {
 	c.mu.Lock()
 	r := c.ph[p]
 	c.mu.Unlock()
@@ -296,7 +306,7 @@ func (c *Consumer) Wait(ctx context.Context, p Phase, stall time.Duration) bool 
 			return true
 		case <-ctx.Done():
 			return false
-		case <-c.done:
+		case <-gone:
 			return false
 		case now := <-t.C:
 			c.mu.Lock()
@@ -319,7 +329,7 @@ type PhaseResult struct {
 }
 
 // Result returns the summary of phase p.
-func (c *Consumer) Result(p Phase) PhaseResult {
+func (c *Recorder) Result(p Phase) PhaseResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.ph[p]
@@ -343,10 +353,58 @@ func (c *Consumer) Result(p Phase) PhaseResult {
 }
 
 // Foreign is the number of messages that carried no known phase tag.
-func (c *Consumer) Foreign() int {
+func (c *Recorder) Foreign() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.foreign
+}
+
+// Consumer records what arrives on one subscription (ack mode auto).
+type Consumer struct {
+	Recorder
+	conn *stomp.Conn
+	done chan struct{}
+}
+
+// Subscribe connects to uri and subscribes to dest with ack mode auto and the
+// given ActiveMQ prefetch (0: the broker's default, 1000 for queues). The
+// subscription is in place when it returns.
+//
+// With ack mode auto ActiveMQ acknowledges each message itself as it dispatches
+// it (StompSubscription.onMessageDispatch), so the prefetch never fills; it is
+// set anyway so that no broker-side limit of the consumer can cap a path.
+func Subscribe(ctx context.Context, uri, dest string, prefetch int) (*Consumer, error) {
+	conn, err := Dial(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer{conn: conn, done: make(chan struct{})}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var headers []string
+	if prefetch > 0 {
+		headers = append(headers, "activemq.prefetchSize", strconv.Itoa(prefetch))
+	}
+	if err := conn.Subscribe(sctx, "bench", dest, "auto", headers...); err != nil {
+		conn.Abort()
+		return nil, err
+	}
+	go c.run()
+	return c, nil
+}
+
+func (c *Consumer) run() {
+	defer close(c.done)
+	for f := range c.conn.Deliveries() {
+		c.record(f.Header.Get(HeaderPhase), f.Header.Get(HeaderSeq), f.Header.Get(HeaderTS), time.Now())
+	}
+}
+
+// Wait waits until every message of phase p arrived, or until nothing new
+// arrived for stall, or ctx ends, or the connection ended. It reports whether
+// all arrived.
+func (c *Consumer) Wait(ctx context.Context, p Phase, stall time.Duration) bool {
+	return c.wait(ctx, p, stall, c.done)
 }
 
 // Close disconnects the consumer.
@@ -455,6 +513,31 @@ func (br *Bridge) Pid() int { return br.cmd.Process.Pid }
 // Exited is closed when the process has ended.
 func (br *Bridge) Exited() <-chan struct{} { return br.waited }
 
+// ExitSummary says how the process ended and quotes the last line it wrote, for
+// a table row; "" while it runs.
+func (br *Bridge) ExitSummary() string {
+	select {
+	case <-br.waited:
+	default:
+		return ""
+	}
+	return fmt.Sprintf("brokernet exited (code %d): %s", br.usage().ExitCode, br.LastLine())
+}
+
+// LastLine is the last line the process wrote, shortened to 200 bytes.
+func (br *Bridge) LastLine() string {
+	last := ""
+	for _, l := range strings.Split(strings.TrimSpace(br.Output()), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			last = l
+		}
+	}
+	if len(last) > 200 {
+		last = last[:200] + "…"
+	}
+	return last
+}
+
 // Output is the tail of its stdout and stderr.
 func (br *Bridge) Output() string { return br.stderr.String() }
 
@@ -527,6 +610,52 @@ func ProcCPU(pid int) time.Duration {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	const hz = 100 // USER_HZ on Linux
 	return time.Duration(ut+st) * time.Second / hz
+}
+
+// CPUSample is the CPU time used so far by the processes a path runs on, and
+// by the machine as a whole; the difference of two samples is what a phase cost.
+type CPUSample struct {
+	At                       time.Time
+	BrokerA, BrokerB, Bridge time.Duration // from /proc/PID/stat, 10 ms resolution
+	Bench                    time.Duration // this process (producer, consumer, bookkeeping), getrusage
+	Machine                  time.Duration // all cores, /proc/stat
+}
+
+// TakeCPU samples the CPU time of the given processes (0: none), this process
+// and the machine.
+func TakeCPU(pidA, pidB, pidBridge int) CPUSample {
+	return CPUSample{
+		At:      time.Now(),
+		BrokerA: ProcCPU(pidA),
+		BrokerB: ProcCPU(pidB),
+		Bridge:  ProcCPU(pidBridge),
+		Bench:   SelfCPU(),
+		Machine: MachineCPU(),
+	}
+}
+
+// Sub returns the CPU used between earlier sample o and s.
+func (s CPUSample) Sub(o CPUSample) CPUUse {
+	return CPUUse{
+		Wall:    s.At.Sub(o.At),
+		BrokerA: s.BrokerA - o.BrokerA,
+		BrokerB: s.BrokerB - o.BrokerB,
+		Bridge:  s.Bridge - o.Bridge,
+		Bench:   s.Bench - o.Bench,
+		Machine: s.Machine - o.Machine,
+	}
+}
+
+// CPUUse is the CPU time spent during one phase.
+type CPUUse struct {
+	Wall                                     time.Duration
+	BrokerA, BrokerB, Bridge, Bench, Machine time.Duration
+}
+
+// Other is the machine's CPU time not spent by the measured processes: kernel
+// threads (KahaDB fsync), other sessions on the machine.
+func (u CPUUse) Other() time.Duration {
+	return max(0, u.Machine-u.BrokerA-u.BrokerB-u.Bridge-u.Bench)
 }
 
 // SelfCPU is this process's user+system CPU time so far.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	LocalFailover, RemoteFailover []transport.Endpoint
 	// LocalID and RemoteID override the broker ids learnt from the brokers.
 	LocalID, RemoteID string
+	// ExpectLocalID and ExpectRemoteID, when set, are the ids discovery
+	// advertised for the brokers: a broker reporting another id is refused
+	// (ErrWrongBroker), so a gossip member cannot pass one broker off as another.
+	ExpectLocalID, ExpectRemoteID string
 	// Demand holds the demand rules (conduit, TTLs, priorities, filters, prefetch).
 	// Its LocalID and RemoteID are filled in by the bridge.
 	Demand demand.Options
@@ -58,6 +63,11 @@ type Config struct {
 	// connection with an error while it was in flight) before it is dead-lettered.
 	// Default 3.
 	MaxRefusals int
+	// StableAfter is how long a session must stay up before the reconnect back-off
+	// starts again from its initial delay. Default backoff.DefaultStableAfter (10 s):
+	// a broker that accepts the bridge and drops it soon after is redialled with
+	// growing delays, not at the initial delay forever.
+	StableAfter time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
 	// DurableOfflineTimeout is how long durable demand is kept for a remote
@@ -109,6 +119,9 @@ func (c *Config) defaults() {
 // ErrLoopback means both ends of a bridge are the same broker.
 var ErrLoopback = errors.New("local and remote broker have the same id")
 
+// ErrWrongBroker means a broker reported another id than discovery advertised.
+var ErrWrongBroker = errors.New("broker is not the one advertised")
+
 // Stats are running totals of one bridge, safe to read at any time.
 type Stats struct {
 	Forwarded      atomic.Int64 // messages confirmed by the remote broker and acknowledged locally
@@ -135,9 +148,14 @@ type Bridge struct {
 	// while the message was in flight.
 	refusals refusals
 
-	mu   sync.Mutex
-	up   bool
-	upCh chan struct{} // closed while up; replaced when down
+	// onRetry, when set (tests), sees each reconnect's attempt number (0-based)
+	// and how long the ended session had been up.
+	onRetry func(attempt int, upFor time.Duration)
+
+	mu      sync.Mutex
+	up      bool
+	upCh    chan struct{} // closed while up; replaced when down
+	upSince time.Time     // when the bridge last came up
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -193,6 +211,7 @@ func (b *Bridge) setUp(up bool) {
 	}
 	b.up = up
 	if up {
+		b.upSince = time.Now()
 		close(b.upCh)
 	} else {
 		b.upCh = make(chan struct{})
@@ -204,10 +223,11 @@ func (b *Bridge) setUp(up bool) {
 // confirmed and acknowledged, and Run returns nil. It returns an error only for
 // conditions a reconnect cannot cure (ErrLoopback).
 func (b *Bridge) Run(ctx context.Context) error {
-	attempt := 0
+	retry := backoff.Retry{StableAfter: b.cfg.StableAfter}
 	for {
 		s := newSession(b)
 		err := s.run(ctx)
+		upFor := b.upFor()
 		b.setUp(false)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -216,7 +236,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
-		if errors.Is(err, ErrLoopback) {
+		if errors.Is(err, ErrLoopback) || errors.Is(err, ErrWrongBroker) {
 			b.log.Error().Err(err).Msg("bridge refuses to start")
 			return err
 		}
@@ -224,20 +244,41 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
 			b.refusals.add(s.suspects(), err)
 		}
-		if s.wasUp {
-			attempt = 0
+		attempt := retry.Ended(upFor)
+		if b.onRetry != nil {
+			b.onRetry(attempt, upFor)
 		}
 		delay := b.cfg.Remote.Backoff()
 		if s.localFailed {
 			delay = b.cfg.Local.Backoff()
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt+1).Msg("bridge down, reconnecting")
+		b.log.Warn().Err(err).Int("attempt", attempt+1).Dur("up_for", upFor).Msg("bridge down, reconnecting")
 		if !delay.Sleep(ctx, attempt) {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
-		attempt++
 	}
+}
+
+// checkIDs refuses brokers whose ids differ from what discovery advertised.
+func checkIDs(cfg *Config, localID, remoteID string) error {
+	if cfg.ExpectRemoteID != "" && remoteID != cfg.ExpectRemoteID {
+		return fmt.Errorf("remote %w: it reports broker id %q, discovery advertised %q", ErrWrongBroker, remoteID, cfg.ExpectRemoteID)
+	}
+	if cfg.ExpectLocalID != "" && localID != cfg.ExpectLocalID {
+		return fmt.Errorf("local %w: it reports broker id %q, discovery advertised %q", ErrWrongBroker, localID, cfg.ExpectLocalID)
+	}
+	return nil
+}
+
+// upFor is how long the bridge has been up (zero while down).
+func (b *Bridge) upFor() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.up {
+		return 0
+	}
+	return time.Since(b.upSince)
 }
 
 // refusals counts, per message id, how often the remote broker ended a session

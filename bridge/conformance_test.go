@@ -62,17 +62,12 @@ var combinations = []combination{
 		return openwireSide{activemqSide{bs[0]}}, activemqSide{bs[1]}
 	}},
 	{"RabbitMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
-		var r *testbroker.RabbitMQ
-		var a *testbroker.ActiveMQ
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); r = testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{}) }()
-		go func() { defer wg.Done(); a = startBrokers(t, 1, true)[0] }()
-		wg.Wait()
-		if r == nil || a == nil {
-			t.FailNow()
-		}
+		r, a := rabbitAndActiveMQ(t)
 		return rabbitSide{r}, activemqSide{a}
+	}},
+	{"ActiveMQ-to-RabbitMQ-STOMP", func(t *testing.T) (side, side) {
+		r, a := rabbitAndActiveMQ(t)
+		return activemqSide{a}, rabbitSide{r}
 	}},
 }
 
@@ -335,6 +330,21 @@ func (s openwireSide) Endpoint(t *testing.T) transport.Endpoint {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// rabbitAndActiveMQ starts a RabbitMQ node and an ActiveMQ broker in parallel.
+func rabbitAndActiveMQ(t *testing.T) (*testbroker.RabbitMQ, *testbroker.ActiveMQ) {
+	var r *testbroker.RabbitMQ
+	var a *testbroker.ActiveMQ
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r = testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{}) }()
+	go func() { defer wg.Done(); a = startBrokers(t, 1, true)[0] }()
+	wg.Wait()
+	if r == nil || a == nil {
+		t.FailNow()
+	}
+	return r, a
 }
 
 // rabbitSide is a RabbitMQ broker bridged over STOMP.

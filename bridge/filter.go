@@ -23,9 +23,9 @@ import (
 //     later, so that it goes back to the queue. Demand subscriptions get a
 //     priority below local consumers, so a released message goes to a local
 //     consumer when there is one; when there is none it can come back to the
-//     bridge, which holds it again: the release delay doubles each round up to
-//     maxHoldDelay, so a message that can go nowhere costs one delivery per
-//     delay, never a busy loop. A local consumer appearing shortens the wait.
+//     bridge, which holds it again: the release delay of a message doubles
+//     each time it comes back (100 ms up to 30 s), so a message that can go
+//     nowhere costs one delivery per delay, never a busy loop.
 //
 // Subscriptions filtered this way are settled individually, so that a held
 // message is never covered by the cumulative acknowledgement of a later one.
@@ -68,29 +68,61 @@ func (s *session) hopVerdict(ds *demandSub, m *transport.Message) verdict {
 	return forwardIt
 }
 
-// Delays of releasing held messages.
+// Delays of releasing held messages: per message, doubling with each time the
+// same message (by its BrokernetID) was held, from minHoldDelay to maxHoldDelay.
 const (
-	minHoldDelay = time.Second
+	minHoldDelay = 100 * time.Millisecond
 	maxHoldDelay = 30 * time.Second
+	// maxHoldCounts bounds the remembered hold counts.
+	maxHoldCounts = 1 << 16
 )
+
+// IDHeader carries a forwarded message's id on its first broker, so that a
+// broker without stable message ids (RabbitMQ's STOMP message-id differs per
+// delivery) lets the bridge recognise the message when it comes back.
+const IDHeader = "BrokernetID"
 
 // heldMsg is a local delivery the bridge holds because it must stay local.
 type heldMsg struct {
 	ds  *demandSub
 	ref transport.Ref
+	due time.Time
 }
 
-// hold keeps a delivery unsettled until the next release round.
-func (s *session) hold(ds *demandSub, ref transport.Ref) {
-	s.held = append(s.held, heldMsg{ds: ds, ref: ref})
+// hold keeps a delivery unsettled until its release is due.
+func (s *session) hold(ds *demandSub, m *transport.Message, ref transport.Ref) {
+	key := m.PropString(IDHeader)
+	if key == "" {
+		key = m.ID
+	}
+	if s.holdCounts == nil || len(s.holdCounts) >= maxHoldCounts {
+		s.holdCounts = make(map[string]int)
+	}
+	n := s.holdCounts[key]
+	s.holdCounts[key] = n + 1
+	delay := min(maxHoldDelay, minHoldDelay<<min(n, 10))
+	s.held = append(s.held, heldMsg{ds: ds, ref: ref, due: time.Now().Add(delay)})
 	s.b.stats.Held.Store(int64(len(s.held)))
-	if s.holdTimer != nil {
+	s.armHoldTimer()
+}
+
+// armHoldTimer makes releaseDue fire when the earliest held message is due.
+func (s *session) armHoldTimer() {
+	if len(s.held) == 0 {
 		return
 	}
-	if s.holdDelay == 0 {
-		s.holdDelay = minHoldDelay
+	next := s.held[0].due
+	for _, h := range s.held[1:] {
+		if h.due.Before(next) {
+			next = h.due
+		}
 	}
-	s.holdTimer = time.AfterFunc(s.holdDelay, func() {
+	if s.holdTimer != nil {
+		if !s.holdTimer.Stop() {
+			return // fired; its signal is on the way
+		}
+	}
+	s.holdTimer = time.AfterFunc(time.Until(next), func() {
 		select {
 		case s.releaseDue <- struct{}{}:
 		default:
@@ -98,17 +130,18 @@ func (s *session) hold(ds *demandSub, ref transport.Ref) {
 	})
 }
 
-// releaseHeld gives held deliveries back to the local broker, and makes the
-// next round wait longer.
+// releaseHeld gives the held deliveries that are due back to the local broker.
 func (s *session) releaseHeld(ctx context.Context) error {
 	s.holdTimer = nil
-	s.holdDelay = min(2*s.holdDelay, maxHoldDelay)
-	held := s.held
-	s.held = nil
-	s.b.stats.Held.Store(0)
+	now := time.Now()
 	bySub := make(map[*demandSub][]transport.Ref)
 	var order []*demandSub
-	for _, h := range held {
+	keep := s.held[:0]
+	for _, h := range s.held {
+		if h.due.After(now) {
+			keep = append(keep, h)
+			continue
+		}
 		if _, live := s.subs[h.ds.sub.ID]; !live {
 			continue // unsubscribed: the broker took it back already
 		}
@@ -117,24 +150,28 @@ func (s *session) releaseHeld(ctx context.Context) error {
 		}
 		bySub[h.ds] = append(bySub[h.ds], h.ref)
 	}
+	clear(s.held[len(keep):])
+	s.held = keep
+	s.b.stats.Held.Store(int64(len(s.held)))
 	for _, ds := range order {
 		if err := ds.peer.conn.Settle(ctx, ds.sub.ID, bySub[ds], transport.Released); err != nil {
 			s.localFailed = true
 			return ds.peer.errorf(err)
 		}
 	}
+	s.armHoldTimer()
 	return nil
 }
 
-// localConsumerChanged shortens the wait of held messages: a new local consumer
-// may take them now.
+// localConsumerChanged releases held messages now: a new local consumer may
+// take them.
 func (s *session) localConsumerChanged() {
-	s.holdDelay = minHoldDelay
-	if len(s.held) > 0 && s.holdTimer != nil && s.holdTimer.Stop() {
-		s.holdTimer = nil
-		select {
-		case s.releaseDue <- struct{}{}:
-		default:
-		}
+	if len(s.held) == 0 {
+		return
 	}
+	now := time.Now()
+	for i := range s.held {
+		s.held[i].due = now
+	}
+	s.armHoldTimer()
 }

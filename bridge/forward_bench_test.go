@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -15,6 +16,20 @@ func BenchmarkForwardFrame(b *testing.B) {
 		"persistent", "true", "timestamp", "1796035828134", "ack", "ID:vm-34201-1796035819859-4:10:-1:1:3",
 		"bench-seq", "12345", "bench-ts", "1796035828134000000")
 	m.Body = make([]byte, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		forwardFrame(m, "broker-A", "bn-tx-1", nil)
+	}
+}
+
+// BenchmarkForwardFrameManyHeaders: a message with the decoder's maximum of 1000
+// headers must cost time linear in that count, not quadratic.
+func BenchmarkForwardFrameManyHeaders(b *testing.B) {
+	kv := []string{"destination", "/queue/bench"}
+	for i := 0; i < 999; i++ {
+		kv = append(kv, "h"+strconv.Itoa(i), "v")
+	}
+	m := frame.New(frame.MESSAGE, kv...)
 	b.ReportAllocs()
 	for b.Loop() {
 		forwardFrame(m, "broker-A", "bn-tx-1", nil)

@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -94,5 +96,32 @@ func TestForwardFrameManyHeadersKeepsFirst(t *testing.T) {
 	}
 	if n != 1 || out.Header.Get("h") != "a" {
 		t.Fatalf("repeated header sent %d times, first %q; want once, %q", n, out.Header.Get("h"), "a")
+	}
+}
+
+// TestForwardFrameManyHeaders: with a thousand headers (the decoder's bound), half
+// of them repeats, the first of each wins and each is sent once.
+func TestForwardFrameManyHeaders(t *testing.T) {
+	kv := []string{"destination", "/queue/q"}
+	for i := 0; i < 500; i++ {
+		kv = append(kv, "h"+strconv.Itoa(i), "first")
+	}
+	for i := 0; i < 500; i++ {
+		kv = append(kv, "h"+strconv.Itoa(i), "second")
+	}
+	out := forwardFrame(frame.New(frame.MESSAGE, kv...), "A", "tx", nil)
+	seen := map[string]bool{}
+	for i := 0; i < out.Header.Len(); i++ {
+		k, v := out.Header.GetAt(i)
+		if seen[k] {
+			t.Fatalf("header %s sent twice", k)
+		}
+		seen[k] = true
+		if strings.HasPrefix(k, "h") && v != "first" {
+			t.Fatalf("header %s = %q, want the first value", k, v)
+		}
+	}
+	if len(seen) != 500+4 { // h0..h499, destination, transaction, path, hops
+		t.Fatalf("%d distinct headers, want 504", len(seen))
 	}
 }

@@ -253,12 +253,18 @@ func TestSelectorsUnderConduit(t *testing.T) {
 			t.Fatalf("C got a %s message", f.Header.Get("color"))
 		}
 	}
-	if got := queueSize(t, a, "paint"); got != 50 {
-		t.Fatalf("A holds %d messages, want the 50 green ones", got)
-	}
-	if got := ab.Stats().Forwarded.Load(); got != 100 {
-		t.Fatalf("A->B forwarded %d, want 100 (red and blue only)", got)
-	}
+	// The consumers have every red and blue message, but the bridge may not have
+	// acknowledged the last ones on A yet (they count in A's queue size until it
+	// does): wait for the condition, do not sample it.
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if got := queueSize(t, a, "paint"); got != 50 {
+			return fmt.Errorf("A holds %d messages, want the 50 green ones", got)
+		}
+		if got := ab.Stats().Forwarded.Load(); got != 100 {
+			return fmt.Errorf("A->B forwarded %d, want 100 (red and blue only)", got)
+		}
+		return nil
+	})
 
 	t.Run("conduit OR on one broker", func(t *testing.T) {
 		r := stomptest.Subscribe(t, b.StompURI(), "/queue/mix", "selector", "color = 'red'")
@@ -269,9 +275,12 @@ func TestSelectorsUnderConduit(t *testing.T) {
 		}
 		r.WaitDistinct(30, 20*time.Second)
 		bl.WaitDistinct(30, 20*time.Second)
-		if got := queueSize(t, a, "mix"); got != 30 {
-			t.Fatalf("A holds %d, want the 30 green ones", got)
-		}
+		stomptest.Eventually(t, 10*time.Second, func() error {
+			if got := queueSize(t, a, "mix"); got != 30 {
+				return fmt.Errorf("A holds %d, want the 30 green ones (in-flight ones are acknowledged soon after delivery)", got)
+			}
+			return nil
+		})
 		// The blue consumer leaves: the subscription is re-issued for red only,
 		// and blue messages sent afterwards stay on A. Done means: the advisory
 		// was applied and the new subscription is confirmed by A.
@@ -376,7 +385,9 @@ func TestStuckMessagesReplay(t *testing.T) {
 
 // TestChurn: 200 consumers on B created and closed at random over four queues
 // and two topics; the demand table follows them, and afterwards no demand
-// subscription is left anywhere.
+// subscription is left anywhere. Meanwhile a stream of messages flows A→B to a
+// fifth queue whose consumer on B is replaced again and again: every message
+// arrives, duplicates (if any) are reported.
 func TestChurn(t *testing.T) {
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
@@ -389,9 +400,13 @@ func TestChurn(t *testing.T) {
 	}
 	var open []live
 	ctx := context.Background()
+	const stream = "/queue/churn.stream"
+	streams := []*stomptest.Consumer{stomptest.Subscribe(t, b.StompURI(), stream)}
+	producer := stomptest.Dial(t, a.StompURI())
+	sent, iteration := 0, 0
 	check := func() {
 		t.Helper()
-		want := map[string]bool{}
+		want := map[string]bool{stream: true}
 		for _, l := range open {
 			want[l.dest] = true
 		}
@@ -418,11 +433,35 @@ func TestChurn(t *testing.T) {
 			open[i].conn.Close(ctx)
 			open = append(open[:i], open[i+1:]...)
 		}
+		// The stream: a few messages each step, its consumer replaced every 25 steps.
+		stomptest.SendOn(t, producer, stream, sent, 5, false)
+		sent += 5
+		if iteration++; iteration%25 == 0 {
+			streams[len(streams)-1].Close()
+			streams = append(streams, stomptest.Subscribe(t, b.StompURI(), stream))
+		}
 		if created%40 == 0 && created > 0 {
 			check()
 		}
 	}
 	check()
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		seen := map[int]int{}
+		for _, c := range streams {
+			for _, s := range c.Seqs() {
+				seen[s]++
+			}
+		}
+		if len(seen) != sent {
+			return fmt.Errorf("stream: %d of %d messages arrived across %d consumers", len(seen), sent, len(streams))
+		}
+		dups := 0
+		for _, k := range seen {
+			dups += k - 1
+		}
+		t.Logf("stream: all %d messages arrived across %d consumers, %d duplicates", sent, len(streams), dups)
+		return nil
+	})
 	for _, d := range dests[:4] {
 		if err := a.CheckQueueConsumers(d[len("/queue/"):], 0); err != nil {
 			t.Fatal(err)
@@ -557,4 +596,50 @@ func TestStaticInclude(t *testing.T) {
 	if got := queueSize(t, b, "always.secret"); got != 0 {
 		t.Fatalf("an excluded destination reached B (%d messages)", got)
 	}
+}
+
+// TestStaticIncludeExcludedStayAvailable: the excluded messages must stay
+// on A available to local consumers: queued, not dispatched to the bridge and left
+// unacknowledged (queue size counts both; inflightCount tells them apart), and
+// more of them than the prefetch must not stall the included queue.
+func TestStaticIncludeExcludedStayAvailable(t *testing.T) {
+	t.Skip("defect 3 (issue 8): excluded messages under a wildcard static include are taken and never acknowledged; remove this skip with the fix")
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	always, err := destination.ParsePattern("queue://always.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := destination.ParsePattern("queue://always.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := startBridge(t, a.StompURI(), b.StompURI(), func(c *bridge.Config) {
+		c.Demand.StaticInclude = []destination.Pattern{always}
+		c.Demand.Filter.Exclude = []destination.Pattern{never}
+		c.Demand.Prefetch = 20
+	})
+	waitDemand(t, br, 1, 10*time.Second)
+	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 0, 100, false) // five prefetches
+	stomptest.SendN(t, a.StompURI(), "/queue/always.orders", 0, 50, false)
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		if got := queueSize(t, b, "always.orders"); got != 50 {
+			return fmt.Errorf("B holds %d of the 50 statically forwarded messages", got)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := a.QueueStats(ctx, "always.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 100 || st.InflightCount != 0 {
+		t.Fatalf("A's excluded queue: size %d, in flight %d; want 100 queued, none dispatched (the bridge took excluded messages)", st.Size, st.InflightCount)
+	}
+	if got := queueSize(t, b, "always.secret"); got != 0 {
+		t.Fatalf("an excluded destination reached B (%d messages)", got)
+	}
+	local := stomptest.Subscribe(t, a.StompURI(), "/queue/always.secret")
+	local.WaitDistinct(100, 20*time.Second)
 }

@@ -39,6 +39,14 @@ type session struct {
 
 	localID, remoteID string
 	table             *demand.Table
+	expander          *demand.Expander // narrows wildcard demand (narrow.go)
+
+	// sourceEvents carries the remote broker's demand when it comes from a
+	// source beside the connection (RabbitMQ, rabbitmq.go); sourceKnown are the
+	// consumers it reported, sourceSnap those of the snapshot being read.
+	sourceEvents <-chan sourceEvent
+	sourceKnown  map[string]bool
+	sourceSnap   map[string]bool
 
 	subs map[string]*demandSub // by subscription id
 	// waitingDurable holds durable subscriptions to make once the live
@@ -74,8 +82,11 @@ type session struct {
 	// released after holdDelay.
 	held       []heldMsg
 	holdTimer  *time.Timer
-	holdDelay  time.Duration
+	holdCounts map[string]int // times each message was held, by BrokernetID
 	releaseDue chan struct{}
+	// stampID: the remote broker has no selectors, so forwarded messages carry
+	// IDHeader for the bridges there to recognise them (filter.go).
+	stampID bool
 	// isolating is set while a suspect message (one the remote refused before)
 	// waits to be sent alone, or is in flight alone.
 	isolating bool
@@ -126,13 +137,16 @@ func (s *session) run(ctx context.Context) error {
 	// Writes during drain must not fail because ctx was cancelled.
 	wctx := context.WithoutCancel(ctx)
 
-	rc, err := dialAny(ctx, s.cfg.Remote, s.cfg.RemoteFailover, transport.DialOptions{})
+	// Sources beside the connections stop with the session.
+	ctx, stopSources := context.WithCancel(ctx)
+	defer stopSources()
+	rc, rep, err := dialAny(ctx, s.cfg.Remote, s.cfg.RemoteFailover, transport.DialOptions{})
 	if err != nil {
 		return fmt.Errorf("remote broker: %w", err)
 	}
 	s.remote = newPeer(rc, "remote broker", false)
 	defer rc.Abort()
-	lc, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
+	lc, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
@@ -150,12 +164,20 @@ func (s *session) run(ctx context.Context) error {
 	if s.remoteID, err = brokerID(ctx, rc, s.cfg.RemoteID); err != nil {
 		return fmt.Errorf("remote broker id: %w", err)
 	}
+	if err := checkIDs(s.cfg, s.localID, s.remoteID); err != nil {
+		return err
+	}
 	if s.localID == s.remoteID {
 		return fmt.Errorf("%w (%q)", ErrLoopback, s.localID)
 	}
+	s.stampID = !ri.Selectors
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
 	s.table = demand.New(opts)
+	if err := s.watchDestinations(ctx, opts); err != nil {
+		s.localFailed = true
+		return fmt.Errorf("local broker: %w", err)
+	}
 	if li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
 		// Durable demand that outlives the bridge (durables.go).
 		s.ledgerOn = true
@@ -167,13 +189,25 @@ func (s *session) run(ctx context.Context) error {
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
 	// subscriber, so the table ends up right whether consumers came before or after us.
 	if err := rc.WatchConsumers(ctx); err != nil {
-		return fmt.Errorf("remote broker: %w", err)
+		if !errors.Is(err, transport.ErrUnsupported) || ri.Flavour != transport.RabbitMQ {
+			return fmt.Errorf("remote broker: %w", err)
+		}
+		if err := s.watchRabbit(ctx, rep); err != nil {
+			return fmt.Errorf("remote broker demand: %w", err)
+		}
 	}
 	// Our own broker's consumers matter for duplicate-route suppression (which
 	// routes other bridges hold there) and for replay (whether local consumers exist).
 	o := s.cfg.Demand
 	if o.SuppressQueues || o.SuppressTopics || o.ReplayWhenNoConsumers {
-		if err := lc.WatchConsumers(ctx); err != nil {
+		err := lc.WatchConsumers(ctx)
+		switch {
+		case errors.Is(err, transport.ErrUnsupported):
+			// A broker without advisories (RabbitMQ) shows neither the routes
+			// other bridges hold there nor, over its events, their tags.
+			s.log.Warn().Str("local_server", li.Server).
+				Msg("duplicate-route suppression and replay need the local broker's consumer advisories; not available on this broker")
+		case err != nil:
 			s.localFailed = true
 			return fmt.Errorf("local broker: %w", err)
 		}
@@ -204,20 +238,21 @@ func (s *session) run(ctx context.Context) error {
 	return s.loop(ctx, wctx)
 }
 
-// dialAny connects to the first of first and then failover that answers.
-func dialAny(ctx context.Context, first transport.Endpoint, failover []transport.Endpoint, opts transport.DialOptions) (transport.Conn, error) {
+// dialAny connects to the first of first and then failover that answers, and
+// returns the connection and that endpoint.
+func dialAny(ctx context.Context, first transport.Endpoint, failover []transport.Endpoint, opts transport.DialOptions) (transport.Conn, transport.Endpoint, error) {
 	var errs []error
 	for _, e := range append([]transport.Endpoint{first}, failover...) {
 		c, err := e.Dial(ctx, opts)
 		if err == nil {
-			return c, nil
+			return c, e, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
 // brokerID returns the broker's id: override when set, else what the broker tells.
@@ -276,6 +311,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.sendRetries(wctx)
 		case <-s.releaseDue:
 			err = s.releaseHeld(wctx)
+		case se := <-s.sourceEvents:
+			err = s.onSourceEvent(wctx, se)
 		case <-expire:
 			err = s.expireDurables(wctx)
 		}
@@ -341,6 +378,8 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, 
 			return s.onAdvisory(ctx, ev.Consumer)
 		}
 		return s.onLocalAdvisory(ctx, p, ev.Consumer)
+	case transport.DestinationChanged:
+		return s.onDestination(ctx, ev.Destination)
 	case transport.BadConsumer:
 		s.b.stats.BadAdvisories.Add(1)
 		s.log.Warn().Err(ev.Err).Str("from", p.name).Msg("skipping malformed advisory")
@@ -381,9 +420,7 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
-	changes, decision := s.table.Apply(ev)
-	s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
-	err := s.apply(ctx, changes)
+	err := s.applyRemote(ctx, s.expander.Consumer(ev))
 	// Counted once its changes are written, so that a test seeing the count
 	// knows the local broker will process them before anything it sends later.
 	s.b.stats.Advisories.Add(1)

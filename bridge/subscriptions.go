@@ -166,7 +166,7 @@ func (s *session) durablePeer(ctx context.Context) (*peer, error) {
 	if s.durable != nil {
 		return s.durable, nil
 	}
-	c, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover,
+	c, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover,
 		transport.DialOptions{ClientID: durableClientID(s.localID, s.remoteID)})
 	if err != nil {
 		s.localFailed = true

@@ -76,7 +76,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	if ds.bridgeFilters {
 		switch s.hopVerdict(ds, m) {
 		case stays:
-			s.hold(ds, ev.Ref)
+			s.hold(ds, m, ev.Ref)
 			return nil
 		case notOurs:
 			e.done = true
@@ -112,6 +112,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	e.out = outgoing(m, s.localID, forIDs)
+	if s.stampID && m.ID != "" && m.PropString(IDHeader) == "" {
+		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: m.ID})
+	}
 	switch n := s.b.refusals.count(m.ID); {
 	case n >= s.cfg.MaxRefusals:
 		taken()

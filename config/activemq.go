@@ -209,6 +209,8 @@ func ImportActiveMQ(activemqXML []byte, localBrokerURI string) (toml string, war
 		if c.gossip != "" {
 			b.WriteString("\n  [networkConnector.gossip]\n")
 			fmt.Fprintf(&b, "  bind = %s\n", tomlQuote(c.gossip))
+			// ActiveMQ's multicast discovery is unencrypted too; say so explicitly.
+			b.WriteString("  insecure = true   # gossip unencrypted, as multicast was: set secretKeyFile instead\n")
 			b.WriteString("  join = []   # list the other members here, e.g. [\"10.0.0.2:7946\"]\n")
 		}
 	}

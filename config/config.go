@@ -85,6 +85,13 @@ type Admin struct {
 	// Listen is the host:port of the listener serving /metrics and /status;
 	// empty turns it off (the default).
 	Listen string
+	// Token, read from tokenFile, must come as "Authorization: Bearer TOKEN".
+	// A non-loopback Listen needs one unless Insecure.
+	Token string
+	// CertFile and KeyFile serve HTTPS instead of HTTP.
+	CertFile, KeyFile string
+	// Insecure allows a non-loopback Listen without a token.
+	Insecure bool
 }
 
 // Broker is a local broker: the one demand subscriptions are made on and
@@ -175,6 +182,16 @@ type NetworkConnector struct {
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string
+	// UserName and Password log in to the remote brokers this connector finds
+	// whose URI carries no login of its own, as ActiveMQ's networkConnector
+	// userName/password do for every discovered broker. Gossip never carries
+	// credentials, so gossip peers need them here. Password is read from
+	// passwordFile; it is never logged.
+	UserName, Password string
+	// CAFile, CertFile and KeyFile are the TLS files for the stomp+ssl brokers
+	// this connector finds whose URI names none (gossip never carries file
+	// names): trusted roots, and a client certificate with its key.
+	CAFile, CertFile, KeyFile string
 	// Gossip configures discovery when URI.Kind is discovery.Gossip; nil
 	// otherwise.
 	Gossip *Gossip
@@ -207,10 +224,17 @@ type Gossip struct {
 	// from secretKeyFile (base64); nil means no encryption.
 	SecretKey []byte
 	// AdvertiseBrokerURI is the local broker's stomp:// URI as other members
-	// should dial it, credentials included (gossip carries it to every member;
-	// set SecretKey to encrypt it). Empty means the first URI of the
-	// connector's [[broker]], which netconnector fills in.
+	// should dial it. Its credentials, client id and TLS file options are never
+	// gossiped: members log in with their own userName/passwordFile. Empty means
+	// the first URI of the connector's [[broker]], which netconnector fills in.
 	AdvertiseBrokerURI string
+	// Insecure allows gossip without SecretKey on a non-loopback Bind: anyone
+	// who reaches the port can then join and advertise brokers. Default false:
+	// such a configuration is refused.
+	Insecure bool
+	// AllowedBrokers, when not empty, are the only brokers gossip peers may
+	// advertise: host names (exact), IP addresses and CIDR networks.
+	AllowedBrokers []string
 	// Timings is memberlist's timing profile: "lan" (its LAN defaults: a
 	// crashed member is noticed in about 6 s) or "fast" (probes every 100 ms:
 	// under 1 s on a quiet network, at the cost of more gossip traffic).
@@ -278,6 +302,35 @@ func (c *Config) hasPasscodes() bool {
 		}
 	}
 	return false
+}
+
+// ReadPasswordFile reads a password file (passwordFile, --broker-password-file):
+// a regular file of at most 4 KiB whose trailing line break is dropped. Its
+// errors name the file, never its contents. warn says the file is readable by
+// other users.
+func ReadPasswordFile(path string) (password string, warn string, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", "", fmt.Errorf("reading password: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > 4096 {
+		return "", "", fmt.Errorf("%s is larger than 4096 bytes; want just the password", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("reading password: %w", err)
+	}
+	password = strings.TrimRight(string(data), "\r\n")
+	if password == "" {
+		return "", "", fmt.Errorf("%s is empty", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		warn = fmt.Sprintf("password file %s is readable by other users (mode %v); chmod 600 it", path, fi.Mode().Perm())
+	}
+	return password, warn, nil
 }
 
 // Broker returns the [[broker]] called name.

@@ -24,6 +24,11 @@ func (a NetworkConnector) Equal(b NetworkConnector) bool {
 // It reveals nothing of passcodes or keys, so it may be logged.
 func (a NetworkConnector) Fingerprint() string {
 	c := a.canonical()
+	// The digest may be logged: a known configuration must not let anyone test
+	// password guesses against it. Only whether one is set counts.
+	if c.Password != "" {
+		c.Password = "set"
+	}
 	var g Gossip
 	if c.Gossip != nil {
 		g = *c.Gossip

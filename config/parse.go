@@ -12,8 +12,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -21,7 +23,7 @@ import (
 var (
 	topKeys       = []string{"log", "admin", "broker", "networkConnector"}
 	logKeys       = []string{"level", "format"}
-	adminKeys     = []string{"listen"}
+	adminKeys     = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
 	brokerKeys    = []string{"name", "uri", "id"}
 	connectorKeys = []string{
 		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
@@ -31,8 +33,10 @@ var (
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
 		"durableOfflineTimeout",
+		"userName", "passwordFile", "caFile", "certFile", "keyFile",
 	}
-	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings"}
+	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
+		"insecure", "allowedBrokers"}
 )
 
 // activemqOnly explains ActiveMQ networkConnector attributes (and discovery
@@ -49,8 +53,8 @@ var activemqOnly = func() map[string]string {
 	} {
 		m[k] = noEquivalent
 	}
-	creds := "credentials go into the URI: stomp://user:pass@host:61613"
-	for _, k := range []string{"userName", "password", "remoteUserName", "remotePassword"} {
+	creds := "use userName and passwordFile (a file holding the password), or credentials in the uri"
+	for _, k := range []string{"password", "remoteUserName", "remotePassword"} {
 		m[k] = creds
 	}
 	m["alwaysSyncSend"] = "brokernet always waits for the remote broker's confirmation"
@@ -131,6 +135,40 @@ func (d *decoder) logAdmin(root *table, cfg *Config) {
 				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, shorten(s))
 			} else {
 				cfg.Admin.Listen = s
+			}
+		}
+		if s, ok := t.str("tokenFile"); ok && s != "" {
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(filepath.Dir(d.file), s)
+			}
+			tok, warn, err := ReadPasswordFile(s)
+			if err != nil {
+				t.errorf("tokenFile", "%v", err)
+			} else {
+				cfg.Admin.Token = tok
+				if warn != "" {
+					d.warns = append(d.warns, d.file+": "+warn)
+				}
+			}
+		}
+		for key, dst := range map[string]*string{"certFile": &cfg.Admin.CertFile, "keyFile": &cfg.Admin.KeyFile} {
+			if s, ok := t.str(key); ok && s != "" {
+				if !filepath.IsAbs(s) {
+					s = filepath.Join(filepath.Dir(d.file), s)
+				}
+				if _, err := os.Stat(s); err != nil {
+					t.errorf(key, "%v", err)
+				}
+				*dst = s
+			}
+		}
+		if (cfg.Admin.CertFile == "") != (cfg.Admin.KeyFile == "") {
+			t.errorf("", "certFile and keyFile go together")
+		}
+		t.boolean("insecure", &cfg.Admin.Insecure)
+		if cfg.Admin.Listen != "" && !t.has("tokenFile") {
+			if err := admin.CheckExposure(cfg.Admin.Listen, admin.Security{Insecure: cfg.Admin.Insecure}); err != nil {
+				t.errorf("listen", "%v", err)
 			}
 		}
 	}
@@ -319,14 +357,57 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 			nc.RemoteID = s
 		}
 	}
+	if s, ok := t.str("userName"); ok && s != "" {
+		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			t.errorf("userName", "must not contain control characters")
+		} else {
+			nc.UserName = s
+		}
+	}
+	if s, ok := t.str("passwordFile"); ok && s != "" {
+		path := s
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(d.file), path)
+		}
+		pw, warn, err := ReadPasswordFile(path)
+		switch {
+		case err != nil:
+			t.errorf("passwordFile", "%v", err)
+		case !t.has("userName"):
+			t.errorf("passwordFile", "a password needs userName too")
+		default:
+			nc.Password = pw
+			if warn != "" {
+				d.warns = append(d.warns, d.file+": "+warn)
+			}
+		}
+	}
+	for key, dst := range map[string]*string{"caFile": &nc.CAFile, "certFile": &nc.CertFile, "keyFile": &nc.KeyFile} {
+		if s, ok := t.str(key); ok && s != "" {
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(filepath.Dir(d.file), s)
+			}
+			*dst = s
+		}
+	}
+	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
+		t.errorf("", "%v", err)
+	}
 	if g, ok := t.sub("gossip"); ok {
 		e.gossip = g
 		g.check(gossipKeys, nil)
-		gs := d.gossipTable(g)
+		gs, checkable := d.gossipTable(g)
 		if e.uriOK && nc.URI.Kind != discovery.Gossip {
 			t.errorf("gossip", "a gossip table belongs only to a connector with uri = \"gossip:\"; this uri is %s", nc.URI.Kind)
 		} else {
 			nc.Gossip = gs
+			if err := discovery.CheckGossipExposure(gs.Bind, gs.SecretKey, gs.Insecure); checkable && err != nil {
+				key := "bind"
+				if !g.has("bind") {
+					key = ""
+				}
+				g.errorf(key, "%v", err)
+			}
 		}
 	} else if e.uriOK && nc.URI.Kind == discovery.Gossip && !t.has("gossip") {
 		t.errorf("uri", "gossip: needs a [networkConnector.gossip] table (bind, join, ...) after this connector")
@@ -389,12 +470,14 @@ func reconnect(t *table, nc *NetworkConnector) {
 }
 
 // gossipTable decodes [networkConnector.gossip].
-func (d *decoder) gossipTable(g *table) *Gossip {
-	gs := &Gossip{Bind: DefaultGossipBind}
+func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
+	gs = &Gossip{Bind: DefaultGossipBind}
+	bindOK := !g.has("bind")
 	if s, ok := g.str("bind"); ok {
 		if why := hostPort(s, true, false); why != "" {
 			g.errorf("bind", "%s, got %q", why, shorten(s))
 		} else {
+			bindOK = true
 			gs.Bind = s
 		}
 	}
@@ -428,13 +511,24 @@ func (d *decoder) gossipTable(g *table) *Gossip {
 			gs.NodeName = s
 		}
 	}
+	keyFailed := false
 	if s, ok := g.str("secretKeyFile"); ok && s != "" {
 		key, why := d.readSecretKey(s)
 		if why != "" {
 			g.errorf("secretKeyFile", "%s", why)
+			keyFailed = true
 		} else {
 			gs.SecretKey = key
 		}
+	}
+	g.boolean("insecure", &gs.Insecure)
+	vals, idx, _ = g.stringList("allowedBrokers")
+	for j, s := range vals {
+		if _, err := discovery.ParseAllowList([]string{s}); err != nil {
+			g.elemErrorf("allowedBrokers", idx[j], "%v", err)
+			continue
+		}
+		gs.AllowedBrokers = append(gs.AllowedBrokers, s)
 	}
 	if s, ok := g.str("advertiseBrokerURI"); ok && s != "" {
 		// The gossip agent advertises one broker URI (discovery's
@@ -445,7 +539,8 @@ func (d *decoder) gossipTable(g *table) *Gossip {
 			gs.AdvertiseBrokerURI = s
 		}
 	}
-	return gs
+	// A bind or secretKeyFile that failed is reported on its own.
+	return gs, bindOK && !keyFailed
 }
 
 // joinAddr validates a seed member: host or host:port.
@@ -600,9 +695,9 @@ func (d *decoder) checkAdvertised(c *connEntry, b *brokerEntry) {
 		d.warns = append(d.warns, fmt.Sprintf(
 			"%s: gossip advertises the local broker as %s, which other members cannot dial; set gossip.advertiseBrokerURI", at, adv))
 	}
-	if adv.Passcode != "" && g.SecretKey == nil {
+	if g.AdvertiseBrokerURI != "" && adv.Passcode != "" {
 		d.warns = append(d.warns, fmt.Sprintf(
-			"%s: gossip publishes the local broker's passcode to every member unencrypted; set gossip.secretKeyFile", at))
+			"%s: the passcode of gossip.advertiseBrokerURI is not gossiped; members log in with their own userName and passwordFile", at))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 
+	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -43,6 +44,8 @@ func (c *Config) Validate() error {
 	if c.Admin.Listen != "" {
 		if why := hostPort(c.Admin.Listen, true, false); why != "" {
 			add("admin", "listen", "%s, got %q", why, shorten(c.Admin.Listen))
+		} else if err := admin.CheckExposure(c.Admin.Listen, admin.Security{Token: c.Admin.Token, Insecure: c.Admin.Insecure}); err != nil {
+			add("admin", "listen", "%v", err)
 		}
 	}
 
@@ -137,6 +140,9 @@ func (c *Config) Validate() error {
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
 			add(tbl, "remoteId", "only for a connector to one broker (stomp://... or static:(one URI))")
 		}
+		if nc.Password != "" && nc.UserName == "" {
+			add(tbl, "passwordFile", "a password needs userName too")
+		}
 		if nc.RemoteID != "" && validName(nc.RemoteID) != "" {
 			add(tbl, "remoteId", "%s", validName(nc.RemoteID))
 		}
@@ -176,6 +182,12 @@ func (c *Config) Validate() error {
 		}
 		if n := len(g.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
 			add(tbl, "gossip.secretKeyFile", "got a %d-byte key; want 16, 24 or 32 bytes", n)
+		}
+		if err := discovery.CheckGossipExposure(g.Bind, g.SecretKey, g.Insecure); err != nil {
+			add(tbl, "gossip.bind", "%v", err)
+		}
+		if _, err := discovery.ParseAllowList(g.AllowedBrokers); err != nil {
+			add(tbl, "gossip.allowedBrokers", "%v", err)
 		}
 		if g.AdvertiseBrokerURI != "" {
 			if _, err := stomp.ParseURI(g.AdvertiseBrokerURI); err != nil {

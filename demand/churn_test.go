@@ -100,12 +100,16 @@ func churnOptions(conduit, decrease, dynamicOnly bool, t testing.TB) Options {
 // subscriptions are exactly those an independent model expects. At the end
 // everything is removed, and nothing may remain.
 func TestRandomChurn(t *testing.T) {
+	events := 6000
+	if testing.Short() {
+		events = 1500 // make unit stays under a minute with -race; make test runs all
+	}
 	for _, conduit := range []bool{true, false} {
 		for _, decrease := range []bool{true, false} {
 			for _, dynamicOnly := range []bool{false, true} {
 				name := fmt.Sprintf("conduit=%v decreasePriority=%v dynamicOnly=%v", conduit, decrease, dynamicOnly)
 				t.Run(name, func(t *testing.T) {
-					runChurn(t, churnOptions(conduit, decrease, dynamicOnly, t), uint64(len(name)), 6000)
+					runChurn(t, churnOptions(conduit, decrease, dynamicOnly, t), uint64(len(name)), events)
 				})
 			}
 		}

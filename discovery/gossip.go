@@ -58,8 +58,15 @@ type GossipConfig struct {
 	Join []string
 	// SecretKey, when set, encrypts all gossip with AES-GCM; it must be 16, 24 or
 	// 32 bytes and the same on every member. Anyone holding it is a fully trusted
-	// member (memberlist SECURITY.md).
+	// member (memberlist SECURITY.md). Without it, BindAddr must be loopback
+	// unless Insecure is set (CheckGossipExposure).
 	SecretKey []byte
+	// Insecure allows unencrypted gossip on a non-loopback address: anyone who
+	// can reach the port may join and advertise brokers. A warning is logged.
+	Insecure bool
+	// AllowedBrokers, when not empty, are the only brokers members may advertise
+	// (host names, IPs, CIDR networks); others are skipped and logged.
+	AllowedBrokers AllowList
 	// Local is what this member advertises to the others.
 	Local LocalBroker
 	// Timings tunes failure detection; zero fields keep memberlist's
@@ -73,8 +80,10 @@ type GossipConfig struct {
 // gossiped as node metadata, which memberlist limits to MetaMaxSize bytes once
 // encoded.
 type LocalBroker struct {
-	// URI is the broker URI others should dial. It may include a passcode: it
-	// travels only inside the gossip, which SecretKey encrypts.
+	// URI is the broker URI others should dial. Credentials, the client id and
+	// TLS file options are dropped before it is gossiped (every member reads the
+	// metadata, and without SecretKey so does the network): peers log in with
+	// their own configured credentials.
 	URI string
 	// BrokerID is the broker's id, if known.
 	BrokerID string
@@ -124,10 +133,10 @@ type GossipAgent struct {
 	seeds    []string
 	key      []byte
 	meta     []byte
-	// hasPasscode says the advertised URI carries a passcode.
-	hasPasscode bool
-	timings     GossipTimings
-	log         zerolog.Logger
+	insecure bool
+	allowed  AllowList
+	timings  GossipTimings
+	log      zerolog.Logger
 
 	started atomic.Bool
 	ready   chan struct{}
@@ -154,13 +163,15 @@ var _ Agent = (*GossipAgent)(nil)
 // an error here.
 func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	a := &GossipAgent{
-		name:    cfg.NodeName,
-		seeds:   slices.Clone(cfg.Join),
-		key:     slices.Clone(cfg.SecretKey),
-		timings: cfg.Timings,
-		ready:   make(chan struct{}),
-		kill:    make(chan struct{}),
-		members: make(map[string]member),
+		name:     cfg.NodeName,
+		seeds:    slices.Clone(cfg.Join),
+		key:      slices.Clone(cfg.SecretKey),
+		insecure: cfg.Insecure,
+		allowed:  cfg.AllowedBrokers,
+		timings:  cfg.Timings,
+		ready:    make(chan struct{}),
+		kill:     make(chan struct{}),
+		members:  make(map[string]member),
 	}
 	a.queue.signal = make(chan struct{}, 1)
 	var errs []error
@@ -205,6 +216,11 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	default:
 		problem("secret key is %d bytes; want 16, 24 or 32 (AES-128, -192 or -256)", len(a.key))
 	}
+	if err == nil {
+		if err := CheckGossipExposure(net.JoinHostPort(a.bindHost, strconv.Itoa(a.bindPort)), a.key, a.insecure); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: %w", err))
+		}
+	}
 
 	t := cfg.Timings
 	if t.ProbeInterval < 0 || t.ProbeTimeout < 0 || t.GossipInterval < 0 || t.PushPullInterval < 0 || t.SuspicionMult < 0 {
@@ -223,10 +239,8 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 	}
 	if local.URI == "" {
 		problem("local broker URI is empty; members advertise the broker others should bridge to")
-	} else if u, err := stomp.ParseURI(local.URI); err != nil {
+	} else if _, err := stomp.ParseURI(local.URI); err != nil {
 		problem("local broker: %v", err)
-	} else {
-		a.hasPasscode = u.Passcode != ""
 	}
 	if a.meta, err = encodeMeta(local); err != nil {
 		errs = append(errs, fmt.Errorf("gossip: %w", err))
@@ -360,8 +374,8 @@ func (a *GossipAgent) Run(ctx context.Context, out chan<- Event) error {
 	a.localAddr = local
 	a.mu.Unlock()
 	a.log.Info().Str("addr", local).Int("seeds", len(a.seeds)).Bool("encrypted", len(a.key) > 0).Msg("gossip started")
-	if len(a.key) == 0 && a.hasPasscode {
-		a.log.Warn().Msg("the advertised broker URI carries a passcode and gossip is not encrypted; set a secret key")
+	if len(a.key) == 0 && !isLoopbackHost(a.bindHost) {
+		a.log.Warn().Msg("gossip is unencrypted on a non-loopback address (insecure): anyone who reaches it can join and advertise brokers")
 	}
 	close(a.ready)
 
@@ -555,6 +569,10 @@ func (a *GossipAgent) apply(c nodeChange) []Event {
 		p, err := decodeMeta(c.name, c.meta)
 		if err != nil {
 			a.log.Warn().Str("peer", c.name).Str("addr", c.addr).Err(err).Msg("skipping gossip member")
+			return evs
+		}
+		if !a.allowed.Allows(p.URIs[0]) {
+			a.log.Warn().Str("peer", c.name).Str("addr", c.addr).Stringer("uri", p.URIs[0]).Msg("skipping gossip member: its broker is not in allowedBrokers")
 			return evs
 		}
 		a.members[c.name] = member{peer: p, meta: c.meta}

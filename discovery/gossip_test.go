@@ -96,7 +96,7 @@ func (l *testLog) logger() zerolog.Logger {
 
 // brokerURI is the broker URI test member name advertises.
 func brokerURI(name string) string {
-	return "stomp://bridge:pw-" + name + "@127.0.0.1:" + strconv.Itoa(61000+int(name[0]))
+	return "stomp://127.0.0.1:" + strconv.Itoa(61000+int(name[0]))
 }
 
 // testMember runs one gossip agent and records what it reports.
@@ -706,7 +706,7 @@ func TestNewGossipValidates(t *testing.T) {
 }
 
 func TestNewGossipDefaults(t *testing.T) {
-	a, err := NewGossip(GossipConfig{Local: LocalBroker{URI: "stomp://h:1"}})
+	a, err := NewGossip(GossipConfig{Local: LocalBroker{URI: "stomp://h:1"}, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,12 @@ func (e metaSizeError) Error() string {
 
 func (e metaSizeError) Is(target error) bool { return target == ErrMetaTooLarge }
 
-// encodeMeta encodes b, refusing anything memberlist would panic on.
+// encodeMeta encodes b, refusing anything memberlist would panic on. The URI
+// goes out without credentials or local file names (publicURI).
 func encodeMeta(b LocalBroker) ([]byte, error) {
+	if u, err := stomp.ParseRemoteURI(b.URI); err == nil {
+		b.URI = publicURI(u).WithSecrets()
+	}
 	meta, err := json.Marshal(brokerMeta{URI: b.URI, BrokerID: b.BrokerID, BrokerName: b.BrokerName, Protocol: b.Protocol})
 	if err != nil {
 		return nil, fmt.Errorf("encoding advertised broker metadata: %w", err)
@@ -70,10 +74,13 @@ func decodeMeta(name string, meta []byte) (Peer, error) {
 	if m.URI == "" {
 		return Peer{}, errors.New("broker metadata has no URI")
 	}
-	u, err := stomp.ParseURI(m.URI)
+	u, err := stomp.ParseRemoteURI(m.URI)
 	if err != nil {
 		return Peer{}, fmt.Errorf("advertised URI: %w", err)
 	}
+	// What an older member may still advertise is ignored: credentials and
+	// files come from the local configuration.
+	u = publicURI(u)
 	return Peer{Key: name, URIs: []stomp.URI{u}, BrokerID: m.BrokerID, BrokerName: m.BrokerName}, nil
 }
 

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -54,7 +55,7 @@ func ParseURI(s string) (Spec, error) {
 	s = strings.TrimSpace(s)
 	scheme, rest, ok := strings.Cut(s, ":")
 	if !ok {
-		return Spec{}, fmt.Errorf("discovery URI %q: missing scheme (want static:(...), masterslave:(...), gossip: or stomp://...)", s)
+		return Spec{}, fmt.Errorf("discovery URI %q: missing scheme (want static:(...), masterslave:(...), gossip: or stomp://...)", stomp.Redact(s))
 	}
 	switch scheme {
 	case "static", "masterslave":
@@ -70,7 +71,7 @@ func ParseURI(s string) (Spec, error) {
 			return Spec{}, fmt.Errorf("discovery URI %s:(): no broker URIs", scheme)
 		}
 		spec := Spec{Kind: kind}
-		for i, part := range strings.Split(inner, ",") {
+		for i, part := range splitMembers(inner) {
 			u, err := stomp.ParseURI(strings.TrimSpace(part))
 			if err != nil {
 				return Spec{}, fmt.Errorf("discovery URI %s: member %d: %w", scheme, i+1, err)
@@ -89,7 +90,7 @@ func ParseURI(s string) (Spec, error) {
 		return spec, nil
 	case "gossip":
 		if r := strings.TrimPrefix(rest, "//"); r != "" {
-			return Spec{}, fmt.Errorf("discovery URI gossip:%s: gossip takes no address here; configure it in the gossip settings", rest)
+			return Spec{}, fmt.Errorf("discovery URI %q: gossip takes no address here; configure it in the gossip settings", stomp.Redact(s))
 		}
 		return Spec{Kind: Gossip}, nil
 	default:
@@ -99,6 +100,25 @@ func ParseURI(s string) (Spec, error) {
 		}
 		return Spec{Kind: Static, URIs: []stomp.URI{u}}, nil
 	}
+}
+
+// memberStart matches what follows a comma that ends a member: the scheme of
+// the next URI, or an empty member.
+var memberStart = regexp.MustCompile(`^\s*([A-Za-z][A-Za-z0-9+.-]*://|,|$)`)
+
+// splitMembers splits static:(...) and masterslave:(...) lists at the commas
+// that start another URI, so a comma inside a passcode stays in its URI (and
+// never lands, cut off, in an error).
+func splitMembers(inner string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(inner); i++ {
+		if inner[i] == ',' && memberStart.MatchString(inner[i+1:]) {
+			out = append(out, inner[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, inner[start:])
 }
 
 // String renders the spec with passcodes redacted.

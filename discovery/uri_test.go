@@ -149,3 +149,38 @@ func FuzzParseURI(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseURIRedaction plants a marker passcode in random discovery URIs
+// (inside lists, after gossip:, with commas and reserved characters around it):
+// no error text and no String shows it.
+func FuzzParseURIRedaction(f *testing.F) {
+	const marker = "Pw9marker"
+	f.Add("gossip://", "", "", "h")
+	f.Add("static:(stomp://", "a,", "?", "h:1,stomp://b:2)")
+	f.Add("masterslave:(stomp://", "", "/x", "m:1)")
+	f.Add("static:(stomp://a:1,stomp://", "", "", "a:1)")
+	f.Add("bogus", "", "", "")
+	f.Fuzz(func(t *testing.T, prefix, before, after, suffix string) {
+		s := prefix + "u:" + before + marker + after + "@" + suffix
+		spec, err := ParseURI(s)
+		if err != nil {
+			if strings.Contains(err.Error(), marker) {
+				t.Fatalf("ParseURI(%q) error shows the passcode: %v", s, err)
+			}
+			return
+		}
+		if strings.Contains(spec.String(), marker) {
+			t.Fatalf("ParseURI(%q).String() = %q", s, spec.String())
+		}
+	})
+}
+
+func TestParseURIKeepsCommasInPasscodes(t *testing.T) {
+	spec, err := ParseURI("static:(stomp://u:a,b@h1:1,stomp://h2:2)")
+	if err != nil || len(spec.URIs) != 2 || spec.URIs[0].Passcode != "a,b" {
+		t.Fatalf("got %+v, %v", spec, err)
+	}
+	if _, err := ParseURI("gossip://u:hunter2@h"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("gossip with an address: %v", err)
+	}
+}

@@ -40,7 +40,9 @@ func NewFederation(ctx context.Context, log zerolog.Logger) *Federation {
 
 // Apply makes the running connectors match cfg. It returns the names of the
 // connectors it started, restarted and stopped. A connector that cannot be built
-// (for example a gossip port in use) is reported in the error; the others still apply.
+// (for example a gossip port in use) is reported in the error; the others still
+// apply. A changed connector whose new settings cannot be built was stopped and
+// is not running: it is reported as stopped, never as restarted.
 func (f *Federation) Apply(cfg *config.Config) (started, restarted, stopped []string, err error) {
 	brokers := make(map[string]config.Broker, len(cfg.Brokers))
 	for _, b := range cfg.Brokers {
@@ -93,6 +95,10 @@ func (f *Federation) Apply(cfg *config.Config) (started, restarted, stopped []st
 		conn, err := New(nc, b, nil, f.log)
 		if err != nil {
 			errs = append(errs, err)
+			if i := slices.Index(restarted, name); i >= 0 {
+				restarted = slices.Delete(restarted, i, i+1)
+				stopped = append(stopped, name)
+			}
 			continue
 		}
 		ctx, cancel := context.WithCancel(f.ctx)

@@ -29,8 +29,13 @@ type Connector struct {
 	agent discovery.Agent
 	log   zerolog.Logger
 
-	mu    sync.Mutex
-	peers map[string]*peer // by discovery.Peer.Key
+	// runBridge runs one bridge until ctx ends and it drained; tests replace it.
+	runBridge func(b *bridge.Bridge, ctx context.Context) error
+
+	mu       sync.Mutex
+	peers    map[string]*peer         // by discovery.Peer.Key
+	draining map[string]chan struct{} // removed peers whose bridges still drain, by key
+	drains   sync.WaitGroup           // one per draining peer
 }
 
 // peer is a discovered broker and the bridges running to it.
@@ -61,7 +66,9 @@ func New(cfg config.NetworkConnector, local config.Broker, agent discovery.Agent
 			return nil, fmt.Errorf("network connector %q: %w", cfg.Name, err)
 		}
 	}
-	return &Connector{cfg: cfg, local: local, agent: agent, log: log, peers: make(map[string]*peer)}, nil
+	return &Connector{cfg: cfg, local: local, agent: agent, log: log,
+		runBridge: (*bridge.Bridge).Run,
+		peers:     make(map[string]*peer), draining: make(map[string]chan struct{})}, nil
 }
 
 func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logger) (discovery.Agent, error) {
@@ -72,17 +79,27 @@ func newAgent(cfg config.NetworkConnector, local config.Broker, log zerolog.Logg
 		}
 		adv := cfg.Gossip.AdvertiseBrokerURI
 		if adv == "" && len(local.URI.URIs) > 0 {
-			adv = local.URI.URIs[0].WithSecrets()
+			// The gossip agent drops credentials before advertising; drop them
+			// here already so no passcode is ever handed to it.
+			u := local.URI.URIs[0]
+			u.Login, u.Passcode = "", ""
+			adv = u.WithSecrets()
+		}
+		allowed, err := discovery.ParseAllowList(cfg.Gossip.AllowedBrokers)
+		if err != nil {
+			return nil, err
 		}
 		g = &discovery.GossipConfig{
-			NodeName:  cfg.Gossip.NodeName,
-			BindAddr:  cfg.Gossip.Bind,
-			Advertise: cfg.Gossip.Advertise,
-			Join:      cfg.Gossip.Join,
-			SecretKey: cfg.Gossip.SecretKey,
-			Timings:   GossipTimings(cfg.Gossip.Timings),
-			Local:     discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
-			Log:       log,
+			Insecure:       cfg.Gossip.Insecure,
+			AllowedBrokers: allowed,
+			NodeName:       cfg.Gossip.NodeName,
+			BindAddr:       cfg.Gossip.Bind,
+			Advertise:      cfg.Gossip.Advertise,
+			Join:           cfg.Gossip.Join,
+			SecretKey:      cfg.Gossip.SecretKey,
+			Timings:        GossipTimings(cfg.Gossip.Timings),
+			Local:          discovery.LocalBroker{URI: adv, BrokerID: local.ID, BrokerName: local.Name, Protocol: "stomp"},
+			Log:            log,
 		}
 	}
 	return discovery.New(cfg.URI, g, log)
@@ -133,6 +150,9 @@ func (c *Connector) addPeer(ctx context.Context, p discovery.Peer) {
 	cfgs := c.bridgeConfigs(p)
 	pctx, cancel := context.WithCancel(ctx)
 	pe := &peer{p: p, cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	prev := c.draining[p.Key] // nil when the peer is not draining
+	c.mu.Unlock()
 	for _, bc := range cfgs {
 		b, err := bridge.New(bc)
 		if err != nil {
@@ -147,7 +167,16 @@ func (c *Connector) addPeer(ctx context.Context, p discovery.Peer) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.Run(pctx); err != nil {
+			if prev != nil {
+				// The same peer's previous bridges still drain: two demand
+				// subscriptions for one topic consumer would copy each message twice.
+				select {
+				case <-prev:
+				case <-pctx.Done():
+					return
+				}
+			}
+			if err := c.runBridge(b, pctx); err != nil {
 				c.log.Error().Err(err).Str("peer", p.Key).Msg("bridge stopped for good")
 			}
 		}()
@@ -159,21 +188,45 @@ func (c *Connector) addPeer(ctx context.Context, p discovery.Peer) {
 	c.log.Info().Str("peer", p.Key).Str("uri", p.URIs[0].String()).Int("bridges", len(pe.bridges)).Msg("peer added")
 }
 
-// removePeer drains and forgets a peer's bridges.
+// removePeer forgets a peer and drains its bridges in the background: a drain
+// takes up to the bridges' DrainTimeout (30 s by default), and discovery of the
+// other peers must not wait for it. At most one drain runs per peer key (a peer
+// added again waits for it, see addPeer); stopAll waits for all of them.
 func (c *Connector) removePeer(key string) {
 	c.mu.Lock()
 	pe, ok := c.peers[key]
 	delete(c.peers, key)
-	c.mu.Unlock()
 	if !ok {
+		c.mu.Unlock()
 		return
 	}
+	drained := make(chan struct{})
+	c.draining[key] = drained
+	c.drains.Add(1)
+	c.mu.Unlock()
 	pe.cancel()
-	<-pe.done
-	c.log.Info().Str("peer", key).Msg("peer removed")
+	go func() {
+		defer c.drains.Done()
+		<-pe.done
+		c.mu.Lock()
+		if c.draining[key] == drained {
+			delete(c.draining, key)
+		}
+		c.mu.Unlock()
+		close(drained)
+		c.log.Info().Str("peer", key).Msg("peer removed")
+	}()
 }
 
-// stopAll drains every peer's bridges in parallel.
+// Draining reports how many removed peers' bridges are still draining.
+func (c *Connector) Draining() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.draining)
+}
+
+// stopAll drains every peer's bridges in parallel and waits for every drain,
+// including those of peers removed earlier.
 func (c *Connector) stopAll() {
 	c.mu.Lock()
 	keys := make([]string, 0, len(c.peers))
@@ -181,12 +234,10 @@ func (c *Connector) stopAll() {
 		keys = append(keys, key)
 	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, key := range keys {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.removePeer(key) }()
+		c.removePeer(key)
 	}
-	wg.Wait()
+	c.drains.Wait()
 }
 
 // Status lists the peers and their bridges' state, sorted by key.
@@ -234,16 +285,28 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 	}
 	local := withPolicy(c.local.URI.URIs)
 	remote := withPolicy(p.URIs)
-	remoteID := p.BrokerID
-	if cfg.RemoteID != "" {
-		remoteID = cfg.RemoteID
+	// Discovered brokers log in with the connector's credentials unless their
+	// URI has its own (gossip never carries any).
+	for i := range remote {
+		if remote[i].Login == "" && cfg.UserName != "" {
+			remote[i].Login, remote[i].Passcode = cfg.UserName, cfg.Password
+		}
+		if remote[i].TLS && remote[i].CAFile == "" && remote[i].CertFile == "" {
+			remote[i].CAFile, remote[i].CertFile, remote[i].KeyFile = cfg.CAFile, cfg.CertFile, cfg.KeyFile
+		}
+	}
+	// An id discovery advertised is checked against what the broker reports;
+	// only a configured remoteId overrides what the broker says.
+	remoteID, expectID := cfg.RemoteID, ""
+	if remoteID == "" {
+		expectID = p.BrokerID
 	}
 	opts := DemandOptions(cfg)
 	out := []bridge.Config{{
 		Name:  cfg.Name + ":" + local[0].Addr() + "->" + remote[0].Addr(),
 		Local: local[0], LocalFailover: transport.Endpoints(local[1:]),
 		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
-		LocalID: c.local.ID, RemoteID: remoteID,
+		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout, Log: c.log,
 	}}
 	if cfg.Duplex {
@@ -251,7 +314,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Name:  cfg.Name + ":" + remote[0].Addr() + "->" + local[0].Addr(),
 			Local: remote[0], LocalFailover: transport.Endpoints(remote[1:]),
 			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
-			LocalID: remoteID, RemoteID: c.local.ID,
+			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout, Log: c.log,
 		})
 	}

@@ -55,6 +55,7 @@ func waitPeerUp(t *testing.T, c *netconnector.Connector, key string, timeout tim
 // TestStaticPeerDownAtStart: three static peers, one of them down at start. The
 // two that are up are bridged at once; the third within its back-off after it starts.
 func TestStaticPeerDownAtStart(t *testing.T) {
+	testbroker.Require(t)
 	var l, p1, p2 *testbroker.ActiveMQ
 	var wg sync.WaitGroup
 	for _, b := range []struct {

@@ -6,6 +6,11 @@
 #   activemq.sh start --dir DIR --name NAME --id ID --stomp-port P --openwire-port P
 #                     [--persistent] [--data-dir D] [--network-connector URI ...]
 #                     [--network-ttl N] [--xmx 256m] [--no-wait] [--timeout 60]
+#                     [--user NAME:PASSWORD ...] [--advisory-writers NAME,...]
+#     --user turns on simpleAuthenticationPlugin with these users (group "users");
+#     --advisory-writers adds an authorizationPlugin: users may use every queue and
+#     read and create every topic, but only the named groups may write topics,
+#     ActiveMQ.Advisory.> included
 #                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
 #   activemq.sh stop  --dir DIR [--timeout 20]
 #   activemq.sh kill  --dir DIR
@@ -180,7 +185,8 @@ abs_path() {
 cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
 	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
-	local -a ncs=()
+	local -a ncs=() users=()
+	local adv_writers=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--dir) dir="$2"; shift 2 ;;
@@ -192,6 +198,8 @@ cmd_start() {
 		--data-dir) data_dir="$2"; shift 2 ;;
 		--network-connector) ncs+=("$2"); shift 2 ;;
 		--network-ttl) ttl="$2"; shift 2 ;;
+		--user) users+=("$2"); shift 2 ;;
+		--advisory-writers) adv_writers="$2"; shift 2 ;;
 		--stomp-options) stomp_opts="$2"; shift 2 ;;
 		--openwire-options) ow_opts="$2"; shift 2 ;;
 		--xmx) xmx="$2"; shift 2 ;;
@@ -266,6 +274,27 @@ cmd_start() {
 		ncxml+=$'\n'"    </networkConnectors>"
 	fi
 
+	# Authentication and authorization.
+	local auth="" u uname upass
+	if [[ ${#users[@]} -gt 0 ]]; then
+		auth="<simpleAuthenticationPlugin anonymousAccessAllowed=\"false\"><users>"
+		for u in "${users[@]}"; do
+			uname="${u%%:*}"
+			upass="${u#*:}"
+			auth+="<authenticationUser username=\"$(xml_escape "$uname")\" password=\"$(xml_escape "$upass")\" groups=\"users,$(xml_escape "$uname")\"/>"
+		done
+		auth+="</users></simpleAuthenticationPlugin>"
+	fi
+	if [[ -n "$adv_writers" ]]; then
+		auth+="<authorizationPlugin><map><authorizationMap><authorizationEntries>"
+		auth+="<authorizationEntry queue=\">\" read=\"users\" write=\"users\" admin=\"users\"/>"
+		# ActiveMQ grants the union of every matching entry, so a write grant on
+		# topic=">" would cover the advisory topics too: topics are writable only
+		# by the advisory writers here (tests bridge queues).
+		auth+="<authorizationEntry topic=\">\" read=\"users\" write=\"$(xml_escape "$adv_writers")\" admin=\"users\"/>"
+		auth+="</authorizationEntries></authorizationMap></map></authorizationPlugin>"
+	fi
+
 	local persistence=""
 	if [[ "$persistent" == true ]]; then
 		# Short lock retry interval: a shared-storage slave takes over ~1 s after the master dies.
@@ -289,6 +318,7 @@ cmd_start() {
 	xml="${xml//@OPENWIRE_OPTIONS@/${ow_opts:+&amp;$(xml_escape "$ow_opts")}}"
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
+	xml="${xml//@AUTH_PLUGINS@/$auth}"
 	printf '%s\n' "$xml" >"$dir/conf/activemq.xml"
 
 	cat >"$dir/conf/log4j.properties" <<EOF

@@ -233,6 +233,9 @@ const (
 	// BadConsumer: an advisory that could not be read, or that the broker did not
 	// generate (Err says which); it is skipped.
 	BadConsumer
+	// DestinationChanged: a destination of the broker appeared or went
+	// (Destination); see DestinationWatcher.
+	DestinationChanged
 )
 
 // Event is one item of a connection's ordered stream.
@@ -247,6 +250,19 @@ type Event struct {
 	Outcomes []SendOutcome
 	Consumer advisory.Event // Consumer
 	Err      error          // Refused, BadConsumer
+	// Destination, for DestinationChanged.
+	Destination advisory.DestinationEvent
+}
+
+// DestinationWatcher is implemented by connections that can report the
+// broker's destinations (ActiveMQ's destination advisories). A bridge needs
+// them to narrow wildcard demand to the destinations its rules permit
+// (demand.Expander).
+type DestinationWatcher interface {
+	// WatchDestinations subscribes to the broker's destination advisories: the
+	// existing queues and topics arrive first, then changes, as
+	// DestinationChanged events (BadConsumer for unreadable or forged ones).
+	WatchDestinations(ctx context.Context) error
 }
 
 // SendOutcome is the fate of one sent message.

@@ -50,3 +50,38 @@ func (p Policy) Sleep(ctx context.Context, n int) bool {
 		return false
 	}
 }
+
+// DefaultStableAfter is how long a session must stay up before a reconnect loop
+// forgets its earlier failures (Retry.StableAfter's default).
+const DefaultStableAfter = 10 * time.Second
+
+// Retry counts the attempts of a reconnect loop. The count grows with every session
+// that ends and resets only when the session had stayed up for StableAfter: a broker
+// that accepts a connection and drops it at once (a flapping broker, a refused
+// login after CONNECTED, a proxy that cuts every stream) is then redialled with
+// growing delays instead of at Policy.Initial forever.
+type Retry struct {
+	// Policy gives the delays.
+	Policy Policy
+	// StableAfter is how long a session must have been up to reset the count.
+	// Zero means DefaultStableAfter.
+	StableAfter time.Duration
+
+	attempt int
+}
+
+// Ended records the end of a session that had been up for upFor (zero if it never
+// came up) and returns the attempt number (0-based) whose delay to wait before the
+// next dial.
+func (r *Retry) Ended(upFor time.Duration) int {
+	stable := r.StableAfter
+	if stable <= 0 {
+		stable = DefaultStableAfter
+	}
+	if upFor >= stable {
+		r.attempt = 0
+	}
+	n := r.attempt
+	r.attempt++
+	return n
+}

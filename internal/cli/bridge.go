@@ -23,7 +23,11 @@ Flags may come before or after the URIs. REMOTE may also be a discovery URI:
   masterslave:(URI,URI,...)  one broker pair: the first URI that answers, failing over
 Broker URIs:
   stomp://[user:pass@]host:port[?vhost=/&initialReconnectDelay=1000&maxReconnectDelay=30000&backOffMultiplier=2]
-  stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA)
+  stomp+ssl://...   (TLS; ?ca=FILE to trust a private CA, ?cert=FILE&key=FILE for a
+                     client certificate, ?serverName=NAME to verify another name)
+Credentials without argv: --broker-user and --broker-password-file, or the
+environment variables BROKERNET_BROKER_USER and BROKERNET_BROKER_PASSWORD, apply to
+every URI that carries no passcode.
 
 Flags:
 `
@@ -50,6 +54,7 @@ type bridgeFlags struct {
 	remoteID         string
 	logLevel         string
 	logFormat        string
+	creds            credentialFlags
 }
 
 func runBridge(ctx context.Context, e *env, args []string) error {
@@ -77,6 +82,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
+	f.creds.register(fs)
 	pos, err := parseFlags(e, fs, bridgeUsage, args)
 	if err != nil {
 		return err
@@ -95,6 +101,14 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if remotes.Kind == discovery.Gossip {
 		return usagef("REMOTE: gossip discovery needs 'brokernet sidecar' or a configuration file")
 	}
+	user, password, credWarn, err := f.creds.resolve()
+	if err != nil {
+		return err
+	}
+	local = applyCredentials(local, user, password)
+	for i, u := range remotes.URIs {
+		remotes.URIs[i] = applyCredentials(u, user, password)
+	}
 	opts, err := f.demandOptions()
 	if err != nil {
 		return err
@@ -105,6 +119,9 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	log, err := newLogger(e.stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	if credWarn != "" {
+		log.Warn().Msg(credWarn)
 	}
 
 	// static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one

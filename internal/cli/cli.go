@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // Version is set at build time with -ldflags "-X github.com/brokernet/brokernet/internal/cli.Version=...".
@@ -96,7 +98,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cmd == nil {
-		fmt.Fprintf(stderr, "brokernet: unknown command %q (see 'brokernet --help')\n", args[0])
+		fmt.Fprintf(stderr, "brokernet: unknown command %q (see 'brokernet --help')\n", stomp.Redact(args[0]))
 		return 2
 	}
 
@@ -178,7 +180,8 @@ func parseFlags(e *env, fs *flag.FlagSet, usage string, args []string) ([]string
 		return nil, flag.ErrHelp
 	}
 	if err != nil {
-		return nil, usagef("%v", err)
+		// The flag package quotes the bad value, which may be a URI with a passcode.
+		return nil, usagef("%s", stomp.Redact(err.Error()))
 	}
 	return pos, nil
 }

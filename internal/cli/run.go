@@ -86,6 +86,10 @@ func serveFederation(ctx context.Context, log zerolog.Logger, cfg *config.Config
 		if err != nil {
 			return err
 		}
+		a := cfg.Admin
+		if err := srv.Protect(admin.Security{Token: a.Token, CertFile: a.CertFile, KeyFile: a.KeyFile, Insecure: a.Insecure}); err != nil {
+			return usagef("%v", err)
+		}
 		go func() {
 			if err := srv.Serve(ctx); err != nil {
 				log.Error().Err(err).Msg("admin listener failed")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -30,6 +31,14 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nodeName := fs.String("node-name", "", "unique gossip member name (default: hostname and port)")
 	timings := fs.String("gossip-timings", "lan", "failure detection: lan (memberlist defaults, ~6 s) or fast (~1 s, more traffic)")
 	keyFile := fs.String("secret-key-file", "", "file with a base64 AES key (16, 24 or 32 bytes) encrypting gossip")
+	insecure := fs.Bool("gossip-insecure", false, "allow unencrypted gossip on a non-loopback address (anyone reaching it may join)")
+	var allowed stringList
+	fs.Var(&allowed, "allowed-brokers", "brokers members may advertise: host names, IPs, CIDRs (repeatable; default any)")
+	var creds credentialFlags
+	creds.register(fs)
+	peerCA := fs.String("broker-ca", "", "PEM roots for stomp+ssl peers (gossip never carries file names)")
+	peerCert := fs.String("broker-cert", "", "PEM client certificate for stomp+ssl peers (with --broker-key)")
+	peerKey := fs.String("broker-key", "", "PEM key of --broker-cert")
 	var join stringList
 	fs.Var(&join, "join", "gossip seed HOST:PORT (repeatable)")
 	networkTTL := fs.Int("network-ttl", 1, "broker hops for messages and demand")
@@ -44,7 +53,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q", stomp.Redact(pos[0]))
 	}
 	if *brokerURI == "" {
 		return usagef("--broker is required")
@@ -53,6 +62,11 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("--broker: %v", err)
 	}
+	user, password, credWarn, err := creds.resolve()
+	if err != nil {
+		return err
+	}
+	u = applyCredentials(u, user, password)
 	if *advBroker != "" {
 		if _, err := stomp.ParseURI(*advBroker); err != nil {
 			return usagef("--advertise-broker: %v", err)
@@ -77,9 +91,15 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.PrefetchSize = *prefetch
 	nc.Window = *window
 	nc.DecreaseNetworkConsumerPriority = *decrease
+	nc.UserName, nc.Password = user, password
+	nc.CAFile, nc.CertFile, nc.KeyFile = *peerCA, *peerCert, *peerKey
+	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
+		return usagef("--broker-ca/--broker-cert/--broker-key: %v", err)
+	}
 	nc.Gossip = &config.Gossip{
 		Bind: *bind, Advertise: *advertise, Join: join, NodeName: *nodeName,
 		SecretKey: key, AdvertiseBrokerURI: *advBroker, Timings: *timings,
+		Insecure: *insecure, AllowedBrokers: allowed,
 	}
 	if *timings != config.GossipTimingsLAN && *timings != config.GossipTimingsFast {
 		return usagef("--gossip-timings %q: want lan or fast", *timings)
@@ -95,6 +115,9 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
+	}
+	if credWarn != "" {
+		log.Warn().Msg(credWarn)
 	}
 	return serveFederation(ctx, log, &cfg, nil, nil)
 }

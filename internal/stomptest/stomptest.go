@@ -65,18 +65,26 @@ func SendOn(tb testing.TB, c *stomp.Conn, dest string, from, n int, persistent b
 
 // Send is the error-returning form of SendOn, for goroutines.
 func Send(ctx context.Context, c *stomp.Conn, dest string, from, n int, persistent bool, headers ...string) error {
+	return SendBody(ctx, c, dest, from, n, persistent, nil, headers...)
+}
+
+// SendBody is Send with body as every message's body (nil: "message SEQ").
+func SendBody(ctx context.Context, c *stomp.Conn, dest string, from, n int, persistent bool, body []byte, headers ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	sem := make(chan struct{}, 500)
 	errs := make(chan error, 500)
 	for i := from; i < from+n; i++ {
-		body := []byte("message " + strconv.Itoa(i))
+		b := body
+		if b == nil {
+			b = []byte("message " + strconv.Itoa(i))
+		}
 		f := frame.New(frame.SEND, frame.Destination, dest, "seq", strconv.Itoa(i),
 			"persistent", strconv.FormatBool(persistent))
 		for j := 0; j+1 < len(headers); j += 2 {
 			f.Header.Add(headers[j], headers[j+1])
 		}
-		f.Body = body
+		f.Body = b
 		select {
 		case sem <- struct{}{}:
 		case err := <-errs:

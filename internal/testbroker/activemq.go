@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -57,6 +58,16 @@ type Options struct {
 	StompOptions, OpenWireOptions string
 	// StompPort and OpenWirePort are picked with FreePorts when zero.
 	StompPort, OpenWirePort int
+	// Users, when not empty, turns on simpleAuthenticationPlugin: only these
+	// users (name → password) may connect; each is in groups "users" and its
+	// own name.
+	Users map[string]string
+	// AdvisoryWriters, when set, adds an authorizationPlugin: users may read,
+	// write and create every queue and read and create every topic, but only
+	// these groups (comma-separated) may write topics, ActiveMQ.Advisory.>
+	// included. (ActiveMQ grants the union of all matching entries, so any
+	// write grant on topic=">" would reach the advisory topics.) Needs Users.
+	AdvisoryWriters string
 }
 
 // ActiveMQ is a running (or stopped) broker instance.
@@ -158,11 +169,12 @@ func defaultName(base string) string {
 // temporary directory and registers a cleanup that kills it and removes the
 // directory (also when the test fails; then the log tail is logged too).
 // Any error fails the test.
+//
+// Under -short (make unit) it skips the test instead: unit runs need no broker
+// and must not install one.
 func StartActiveMQ(tb testing.TB, opt Options) *ActiveMQ {
 	tb.Helper()
-	if err := Install(); err != nil {
-		tb.Fatalf("testbroker: %v", err)
-	}
+	Require(tb)
 	if opt.Name == "" {
 		opt.Name = defaultName(tb.Name())
 	}
@@ -276,6 +288,12 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkTTL != 0 {
 		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	for name, pw := range b.opt.Users {
+		args = append(args, "--user", name+":"+pw)
+	}
+	if b.opt.AdvisoryWriters != "" {
+		args = append(args, "--advisory-writers", b.opt.AdvisoryWriters)
 	}
 	if b.opt.StompOptions != "" {
 		args = append(args, "--stomp-options", b.opt.StompOptions)
@@ -528,12 +546,29 @@ func tailLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Main is a TestMain for packages whose tests need ActiveMQ: it installs it
-// (once; a no-op when present) and runs the tests.
-func Main(m *testing.M) {
+// Require skips tb under -short (unit runs start no broker) and otherwise
+// installs ActiveMQ, failing tb if that fails. Every test that needs a broker
+// calls it, directly or through StartActiveMQ.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a broker: skipped under -short")
+	}
 	if err := Install(); err != nil {
-		fmt.Fprintln(os.Stderr, "installing ActiveMQ:", err)
-		os.Exit(1)
+		tb.Fatalf("testbroker: %v", err)
+	}
+}
+
+// Main is a TestMain for packages whose tests need ActiveMQ: it installs it
+// (once; a no-op when present) and runs the tests. Under -short it installs
+// nothing: the broker tests skip themselves (Require).
+func Main(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		if err := Install(); err != nil {
+			fmt.Fprintln(os.Stderr, "installing ActiveMQ:", err)
+			os.Exit(1)
+		}
 	}
 	os.Exit(m.Run())
 }

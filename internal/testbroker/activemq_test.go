@@ -13,13 +13,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 )
 
-func TestMain(m *testing.M) {
-	if err := Install(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { Main(m) }
 
 func dial(t *testing.T, b *ActiveMQ) *stomp.Conn {
 	t.Helper()

@@ -188,12 +188,12 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 		sess:     sess,
 		sendSess: sendSess,
 		ping:     ping,
-		q:       newEventQueue(),
-		events:  make(chan transport.Event),
-		done:    make(chan struct{}),
-		subs:    map[string]*subscription{},
-		syncSig: make(chan struct{}, 1),
-		senders: map[string]*amqp.Sender{},
+		q:        newEventQueue(),
+		events:   make(chan transport.Event),
+		done:     make(chan struct{}),
+		subs:     map[string]*subscription{},
+		syncSig:  make(chan struct{}, 1),
+		senders:  map[string]*amqp.Sender{},
 	}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	c.info, c.clusterName = describe(ac.Properties(), u.Flavour)

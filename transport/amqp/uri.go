@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 var _ transport.Endpoint = URI{}
@@ -49,6 +51,13 @@ type URI struct {
 	KeyFile    string
 	ServerName string
 	Reconnect  backoff.Policy
+	// StompPort is where a RabbitMQ broker's STOMP plugin listens: its demand
+	// (the event exchange) is read over STOMP, because RabbitMQ 3.10's events
+	// carry no data over AMQP 1.0. Default 61613 (?stompPort=).
+	StompPort int
+	// Management is the RabbitMQ management API URL (?management=); "" is
+	// http://HOST:15672.
+	Management string
 }
 
 // Default ports (AMQP 1.0 §2.2: 5672, and 5671 for TLS).
@@ -130,6 +139,18 @@ func ParseURI(s string) (URI, error) {
 				return u, bad("want activemq, rabbitmq or artemis")
 			}
 			u.Flavour = f
+		case "stompPort":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 65535 {
+				return u, bad("want a port number")
+			}
+			u.StompPort = n
+		case "management":
+			mu, err := url.Parse(v)
+			if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" {
+				return u, bad("want an http:// or https:// URL")
+			}
+			u.Management = v
 		case "ca", "caFile":
 			u.CAFile = v
 		case "cert", "certFile":
@@ -264,6 +285,10 @@ func (u URI) WithSecrets() string {
 	set("cert", u.CertFile)
 	set("key", u.KeyFile)
 	set("serverName", u.ServerName)
+	set("management", u.Management)
+	if u.StompPort != 0 {
+		q.Set("stompPort", strconv.Itoa(u.StompPort))
+	}
 	if u.Flavour != transport.UnknownFlavour {
 		q.Set("flavor", u.Flavour.String())
 	}
@@ -338,4 +363,26 @@ func redactRaw(s string) string {
 		return s
 	}
 	return s[:i+3] + "***@" + rest[j+1:]
+}
+
+// EventsURI is the STOMP address of the same RabbitMQ broker, where its demand
+// (the event exchange) is read: port StompPort (default 61613), the same
+// credentials, vhost, management URL and back-off.
+func (u URI) EventsURI() (stomp.URI, error) {
+	host := u.Host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	su, err := stomp.ParseURI("stomp://" + host + ":" + strconv.Itoa(cmp.Or(u.StompPort, stomp.DefaultPort)))
+	if err != nil {
+		return su, err
+	}
+	su.Login, su.Passcode = u.User, u.Password
+	if u.VHost != "" {
+		su.VHost = u.VHost
+	}
+	su.Management = u.Management
+	su.Flavour = stomp.RabbitMQ
+	su.Reconnect = u.Reconnect
+	return su, nil
 }

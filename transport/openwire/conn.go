@@ -68,11 +68,11 @@ type BrokerError struct{ Exception string }
 
 func (e *BrokerError) Error() string { return "broker error: " + e.Exception }
 
-// Timeouts.
+// Timeouts and defaults.
 const (
-	connectTimeout = 10 * time.Second
-	writeTimeout   = 30 * time.Second
-	defaultPrefech = 1000
+	connectTimeout  = 10 * time.Second
+	writeTimeout    = 30 * time.Second
+	defaultPrefetch = 1000
 )
 
 // Conn is one OpenWire connection. See transport.Conn for the contract.
@@ -101,7 +101,7 @@ type Conn struct {
 
 	events *queue
 
-	mu      sync.Mutex                // guards waiters, subs, byValue
+	mu      sync.Mutex                // guards waiters, subs, byValue, advisor; never held with a subscription's mu
 	waiters map[int32]func(c command) // responses awaited, by command id
 	subs    map[string]*subscription  // by subscription id
 	byValue map[int64]*subscription   // by consumer id value
@@ -488,7 +488,7 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 	}
 	prefetch := s.Prefetch
 	if prefetch <= 0 {
-		prefetch = defaultPrefech
+		prefetch = defaultPrefetch
 	}
 	prio := s.Priority
 	prio = max(-128, min(127, prio))
@@ -608,7 +608,7 @@ func (c *Conn) WatchConsumers(ctx context.Context) error {
 		c.advisor[cid.Value] = true
 		c.byValue[cid.Value] = sub
 		c.mu.Unlock()
-		ci := &consumerInfo{ConsumerID: cid, Destination: sub.dest, PrefetchSize: defaultPrefech, DispatchAsync: true}
+		ci := &consumerInfo{ConsumerID: cid, Destination: sub.dest, PrefetchSize: defaultPrefetch, DispatchAsync: true}
 		if err := c.write(ctx, ci, func(r command) {
 			if err := respErr(r); err != nil && r != nil {
 				c.events.push(transport.Event{Kind: transport.BadConsumer, Err: fmt.Errorf("subscribing to %s: %w", t, err)})

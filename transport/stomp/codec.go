@@ -60,13 +60,17 @@ func (e *encoder) writeFrame(f *frame.Frame) error {
 type decoder struct {
 	r        *bufio.Reader
 	maxFrame int
+	// maxHeaders and maxHeaderBytes bound the header section (0: maxFrame bytes,
+	// no count limit). A header costs ~40 bytes beyond its text (two string
+	// headers and its share of the slice), so the count bounds the expansion.
+	maxHeaders, maxHeaderBytes int
 	// unescape is set once CONNECTED negotiated version 1.1 or later.
 	unescape bool
 }
 
 // readFrame returns the next frame, or errHeartBeat for a heart-beat EOL.
 func (d *decoder) readFrame() (*frame.Frame, error) {
-	line, err := d.readLine()
+	line, err := d.readLine(d.maxFrame)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +83,13 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 	default:
 		return nil, fmt.Errorf("unexpected stomp command %q", trimForLog(line))
 	}
-	headerBytes := 0
+	headerBytes, headers := 0, 0
+	maxHeaderBytes := d.maxFrame
+	if d.maxHeaderBytes > 0 && d.maxHeaderBytes < maxHeaderBytes {
+		maxHeaderBytes = d.maxHeaderBytes
+	}
 	for {
-		line, err := d.readLine()
+		line, err := d.readLine(maxHeaderBytes - headerBytes + 2)
 		if err != nil {
 			return nil, err
 		}
@@ -89,8 +97,11 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 			break
 		}
 		headerBytes += len(line)
-		if headerBytes > d.maxFrame {
-			return nil, ErrFrameTooLarge
+		if headerBytes > maxHeaderBytes {
+			return nil, fmt.Errorf("%w: header section above %d bytes", ErrFrameTooLarge, maxHeaderBytes)
+		}
+		if headers++; d.maxHeaders > 0 && headers > d.maxHeaders {
+			return nil, fmt.Errorf("%w: more than %d headers", ErrFrameTooLarge, d.maxHeaders)
 		}
 		i := bytes.IndexByte(line, ':')
 		if i <= 0 {
@@ -108,10 +119,15 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 		f.Header.Add(k, v)
 	}
 	if cl, ok := f.Header.Contains(frame.ContentLength); ok {
-		n, err := strconv.Atoi(cl)
-		if err != nil || n < 0 {
+		// Digits only, as go-stomp's reader has it (Atoi would take "+5" and "-0").
+		n64, err := strconv.ParseUint(cl, 10, 31)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return nil, ErrFrameTooLarge
+			}
 			return nil, fmt.Errorf("malformed content-length %q", cl)
 		}
+		n := int(n64)
 		if n > d.maxFrame {
 			return nil, ErrFrameTooLarge
 		}
@@ -143,8 +159,8 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 	return f, nil
 }
 
-// readLine reads one line without its EOL (LF or CRLF), bounded by maxFrame.
-func (d *decoder) readLine() ([]byte, error) {
+// readLine reads one line without its EOL (LF or CRLF), bounded by limit bytes.
+func (d *decoder) readLine(limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := d.r.ReadSlice('\n')
@@ -153,7 +169,7 @@ func (d *decoder) readLine() ([]byte, error) {
 			line = chunk
 			break
 		}
-		if len(line)+len(chunk) > d.maxFrame {
+		if len(line)+len(chunk) > limit {
 			return nil, ErrFrameTooLarge
 		}
 		line = append(line, chunk...)

@@ -12,11 +12,9 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,18 +100,39 @@ func flavourOf(server string) Flavour {
 type Options struct {
 	// ConnectTimeout bounds dialing, TLS and the CONNECT/CONNECTED exchange. Default 10 s.
 	ConnectTimeout time.Duration
-	// WriteTimeout bounds one socket write; a broker that stops reading for longer
-	// kills the connection instead of stalling it forever. Default 30 s.
+	// WriteTimeout bounds one socket write of at most 64 KiB (writeChunk): a broker
+	// that takes nothing for longer kills the connection instead of stalling it
+	// forever, while a long burst to a slow but reading broker never times out.
+	// Default 30 s.
 	WriteTimeout time.Duration
 	// MaxFrameSize bounds the header section and the body of a received frame. Default 64 MiB.
 	MaxFrameSize int
+	// MaxHeaders bounds the number of headers of a received frame. Default 1000,
+	// ActiveMQ's own limit (StompWireFormat.MAX_HEADERS). Each header costs about 40
+	// bytes beyond its text, so without a count a frame of tiny headers would take
+	// many times its size in memory.
+	MaxHeaders int
+	// MaxHeaderBytes bounds the header section of a received frame. Default 1 MiB.
+	MaxHeaderBytes int
 	// WriteQueue is the number of frames queued for the writer. Default 1024.
 	WriteQueue int
 	// DeliveryQueue is the capacity of Deliveries. Default 1024. Frames beyond it
 	// wait in an internal queue, so that a busy consumer never stops the reader
 	// from seeing RECEIPTs, ERRORs and heart-beats; the brokers' prefetch limits
-	// bound that queue.
+	// bound that queue for client-acknowledged subscriptions.
 	DeliveryQueue int
+	// AutoAckQueue bounds the MESSAGE frames of auto-acknowledged subscriptions
+	// (advisories) read but not yet taken from Deliveries. The broker may send those
+	// without limit (an advisory flood), so at this bound the reader stops reading:
+	// TCP pushes back on the broker. Default 4096. Frames of client-acknowledged
+	// subscriptions never stop the reader (the broker's prefetch bounds them), so
+	// RECEIPTs keep flowing while a consumer holds its window full — unless the
+	// consumer also leaves auto-ack frames unread.
+	AutoAckQueue int
+	// StallTimeout is how long the reader may be stopped by a full AutoAckQueue
+	// before the connection fails: a consumer that stopped taking Deliveries while
+	// it waits for a RECEIPT behind those frames would otherwise hang. Default 30 s.
+	StallTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -131,6 +150,18 @@ func (o *Options) defaults() {
 	}
 	if o.DeliveryQueue <= 0 {
 		o.DeliveryQueue = 1024
+	}
+	if o.MaxHeaders <= 0 {
+		o.MaxHeaders = 1000
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 1 << 20
+	}
+	if o.AutoAckQueue <= 0 {
+		o.AutoAckQueue = 4096
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
 	}
 }
 
@@ -160,6 +191,7 @@ type Conn struct {
 	mu       sync.Mutex
 	receipts map[string]func(error) // nil once the connection failed
 	seq      atomic.Uint64
+	autoSubs sync.Map // subscription id → struct{}: subscriptions with ack mode auto
 
 	wrote atomic.Bool // something was written since the last heart-beat tick
 }
@@ -175,7 +207,13 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
-	nc = withQuickAck(nc)
+	return newConn(ctx, withQuickAck(nc), uri, opts)
+}
+
+// newConn runs TLS (if the URI asks for it) and the STOMP handshake over nc and
+// starts the connection's goroutines. opts must have its defaults applied.
+func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, error) {
+	var err error
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
 		if err != nil {
@@ -198,12 +236,13 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 		done:       make(chan struct{}),
 		receipts:   make(map[string]func(error)),
 	}
-	dec := &decoder{r: bufio.NewReaderSize(nc, 64<<10), maxFrame: opts.MaxFrameSize}
-	if err := c.handshake(ctx, dec); err != nil {
+	dec := &decoder{r: bufio.NewReaderSize(nc, 64<<10), maxFrame: opts.MaxFrameSize,
+		maxHeaders: opts.MaxHeaders, maxHeaderBytes: opts.MaxHeaderBytes}
+	if err = c.handshake(ctx, dec); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	c.inbox = newInbox()
+	c.inbox = newInbox(opts.AutoAckQueue)
 	go c.readLoop(dec)
 	go c.pump()
 	go c.writeLoop()
@@ -211,22 +250,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 }
 
 func tlsConfig(uri URI) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
-	if uri.ServerName != "" {
-		cfg.ServerName = uri.ServerName
-	}
-	if uri.CAFile != "" {
-		pem, err := os.ReadFile(uri.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
+	return uri.TLSOptions().Config(uri.Host)
 }
 
 func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
@@ -234,11 +258,19 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 	c.nc.SetDeadline(deadline)
 	defer c.nc.SetDeadline(time.Time{})
 
-	hb := strconv.FormatInt(c.uri.HeartBeat.Milliseconds(), 10)
+	// heart-beat is "send,receive" (STOMP 1.1). We ask the broker for heart-beats
+	// twice as often as the configured interval, so that a silent (half-open)
+	// connection is declared dead within 1.5 intervals (see readLoop) while
+	// leaving room for ActiveMQ's write check, which skips one heart-beat after any
+	// data and so may leave up to two of its intervals between frames.
+	send, recv := c.uri.HeartBeat, c.uri.HeartBeat/2
+	if recv < time.Millisecond {
+		recv = send
+	}
 	f := frame.New(frame.CONNECT,
 		frame.AcceptVersion, "1.2,1.1",
 		frame.Host, c.uri.VHost,
-		frame.HeartBeat, hb+","+hb)
+		frame.HeartBeat, strconv.FormatInt(send.Milliseconds(), 10)+","+strconv.FormatInt(recv.Milliseconds(), 10))
 	if c.uri.Login != "" {
 		f.Header.Add(frame.Login, c.uri.Login)
 		f.Header.Add(frame.Passcode, c.uri.Passcode)
@@ -292,10 +324,10 @@ func (c *Conn) handshake(ctx context.Context, dec *decoder) error {
 				return fmt.Errorf("connecting to %s: bad heart-beat header %q", c.uri, v)
 			}
 			if sy > 0 {
-				c.sendEvery = max(c.uri.HeartBeat, sy)
+				c.sendEvery = max(send, sy)
 			}
 			if sx > 0 {
-				c.expectEvery = max(c.uri.HeartBeat, sx)
+				c.expectEvery = max(recv, sx)
 			}
 		}
 		return nil
@@ -340,6 +372,7 @@ func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
 		return c.err
 	default:
 	}
+	c.noteSubscription(f)
 	select {
 	case c.out <- f:
 		return nil
@@ -347,6 +380,24 @@ func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
 		return c.err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// noteSubscription records the ack mode of a SUBSCRIBE before it is sent (its first
+// MESSAGE cannot arrive earlier) and forgets it on UNSUBSCRIBE. STOMP 1.2: a missing
+// ack header means auto.
+func (c *Conn) noteSubscription(f *frame.Frame) {
+	switch f.Command {
+	case frame.SUBSCRIBE:
+		id := f.Header.Get(frame.Id)
+		if ack := f.Header.Get(frame.Ack); ack == "" || ack == "auto" {
+			c.autoSubs.Store(id, struct{}{})
+		} else {
+			c.autoSubs.Delete(id)
+		}
+	case frame.UNSUBSCRIBE:
+		// Frames already read for it keep their mark in the inbox.
+		c.autoSubs.Delete(f.Header.Get(frame.Id))
 	}
 }
 
@@ -474,8 +525,11 @@ func (c *Conn) readLoop(dec *decoder) {
 	defer c.inbox.close()
 	var timeout time.Duration
 	if c.expectEvery > 0 {
-		// Allow for scheduling and network delay, as the spec suggests.
-		timeout = 2*c.expectEvery + time.Second
+		// The broker may skip one heart-beat right after sending data (ActiveMQ's
+		// write check does), so two of its intervals can pass between frames; a
+		// third allows for scheduling and network delay, as the spec suggests.
+		// With the broker honouring our request that is 1.5 × the URI's heartBeat.
+		timeout = 3 * c.expectEvery
 	}
 	for {
 		if timeout > 0 {
@@ -497,14 +551,24 @@ func (c *Conn) readLoop(dec *decoder) {
 		}
 		switch f.Command {
 		case frame.MESSAGE:
-			// Never block here: RECEIPTs and ERRORs behind this MESSAGE must be
-			// read even while the consumer of Deliveries is busy. The broker's
-			// prefetch bounds how many MESSAGE frames can pile up.
-			c.inbox.push(f)
+			// Frames of client-acknowledged subscriptions never block here:
+			// RECEIPTs and ERRORs behind them must be read even while the consumer
+			// of Deliveries is busy, and the broker's prefetch bounds how many pile
+			// up. Auto-acknowledged frames have no such bound, so a full quota of
+			// them stops the reader (Options.AutoAckQueue).
+			_, auto := c.autoSubs.Load(f.Header.Get(frame.Subscription))
+			if err := c.inbox.push(f, auto, c.done, c.opts.StallTimeout); err != nil {
+				c.fail(fmt.Errorf("reading from %s: %w", c.uri, err))
+				return
+			}
 		case frame.RECEIPT:
 			id := f.Header.Get(frame.ReceiptId)
 			if strings.HasPrefix(id, streamReceiptPrefix) {
-				c.inbox.push(f)
+				// Never blocks: only auto-acknowledged MESSAGE frames count.
+				if err := c.inbox.push(f, false, c.done, c.opts.StallTimeout); err != nil {
+					c.fail(fmt.Errorf("reading from %s: %w", c.uri, err))
+					return
+				}
 				continue
 			}
 			c.mu.Lock()
@@ -548,35 +612,75 @@ func (c *Conn) pump() {
 	}
 }
 
-// inbox is an unbounded FIFO between the reader and the pump. It is bounded in
-// practice by what the broker may send unacknowledged (prefetch).
+// ErrInboxStalled means the consumer of Deliveries left a full quota of
+// auto-acknowledged frames unread for Options.StallTimeout.
+var ErrInboxStalled = errors.New("deliveries not taken: auto-ack queue full")
+
+// inbox is the FIFO between the reader and the pump. Frames of client-acknowledged
+// subscriptions are not counted (the broker's prefetch bounds them); frames of
+// auto-acknowledged ones are, and push blocks while autoLimit of them wait.
 type inbox struct {
-	mu     sync.Mutex
-	frames []*frame.Frame
-	head   int
-	closed bool
-	signal chan struct{}
+	mu        sync.Mutex
+	items     []inboxItem
+	head      int
+	auto      int // auto-acknowledged frames among items[head:]
+	autoLimit int
+	closed    bool
+	signal    chan struct{} // an item was pushed or the inbox closed
+	room      chan struct{} // an auto-acknowledged item was popped
 }
 
-func newInbox() *inbox { return &inbox{signal: make(chan struct{}, 1)} }
+type inboxItem struct {
+	f    *frame.Frame
+	auto bool
+}
 
-func (q *inbox) push(f *frame.Frame) {
-	q.mu.Lock()
-	q.frames = append(q.frames, f)
-	q.mu.Unlock()
-	q.wake()
+func newInbox(autoLimit int) *inbox {
+	return &inbox{autoLimit: autoLimit, signal: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// push appends f. For an auto-acknowledged frame it first waits, at most stall,
+// until fewer than autoLimit of them are queued; it gives up when done closes.
+func (q *inbox) push(f *frame.Frame, auto bool, done <-chan struct{}, stall time.Duration) error {
+	var timer *time.Timer
+	for {
+		q.mu.Lock()
+		if !auto || q.auto < q.autoLimit {
+			q.items = append(q.items, inboxItem{f, auto})
+			if auto {
+				q.auto++
+			}
+			q.mu.Unlock()
+			break
+		}
+		n := q.auto
+		q.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(stall)
+			defer timer.Stop()
+		}
+		select {
+		case <-q.room:
+		case <-done:
+			return ErrClosed
+		case <-timer.C:
+			return fmt.Errorf("%w (%d frames for %s)", ErrInboxStalled, n, stall)
+		}
+	}
+	wake(q.signal)
+	return nil
 }
 
 func (q *inbox) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	q.wake()
+	wake(q.signal)
 }
 
-func (q *inbox) wake() {
+func wake(ch chan struct{}) {
 	select {
-	case q.signal <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -586,21 +690,27 @@ func (q *inbox) wake() {
 func (q *inbox) pop(done <-chan struct{}) (*frame.Frame, bool) {
 	for {
 		q.mu.Lock()
-		if q.head < len(q.frames) {
-			f := q.frames[q.head]
-			q.frames[q.head] = nil
+		if q.head < len(q.items) {
+			it := q.items[q.head]
+			q.items[q.head] = inboxItem{}
 			q.head++
 			switch {
-			case q.head == len(q.frames):
-				q.frames, q.head = q.frames[:0], 0
-			case q.head >= 1024 && 2*q.head >= len(q.frames):
+			case q.head == len(q.items):
+				q.items, q.head = q.items[:0], 0
+			case q.head >= 1024 && 2*q.head >= len(q.items):
 				// Reuse the consumed front so a queue that never empties stays small.
-				n := copy(q.frames, q.frames[q.head:])
-				clear(q.frames[n:])
-				q.frames, q.head = q.frames[:n], 0
+				n := copy(q.items, q.items[q.head:])
+				clear(q.items[n:])
+				q.items, q.head = q.items[:n], 0
+			}
+			if it.auto {
+				q.auto--
 			}
 			q.mu.Unlock()
-			return f, true
+			if it.auto {
+				wake(q.room)
+			}
+			return it.f, true
 		}
 		closed := q.closed
 		q.mu.Unlock()
@@ -615,8 +725,35 @@ func (q *inbox) pop(done <-chan struct{}) (*frame.Frame, bool) {
 	}
 }
 
+// writeChunk is the most bytes given to one socket write, so that WriteTimeout
+// bounds the time to move writeChunk bytes, never a whole burst.
+const writeChunk = 64 << 10
+
+// deadlineWriter gives every socket write its own deadline. A deadline set once per
+// flush would cover a whole burst (and bufio writes a frame larger than its buffer
+// straight through, under whatever deadline the last flush left — long expired
+// after an idle period without heart-beats).
+type deadlineWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+}
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		end := min(len(p), n+writeChunk)
+		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+		m, err := w.nc.Write(p[n:end])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (c *Conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	w := bufio.NewWriterSize(deadlineWriter{c.nc, c.opts.WriteTimeout}, 64<<10)
 	enc := encoder{w: w, escape: true}
 	var tick <-chan time.Time
 	if c.sendEvery > 0 {
@@ -625,7 +762,6 @@ func (c *Conn) writeLoop() {
 		tick = t.C
 	}
 	flush := func() bool {
-		c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
 		if err := w.Flush(); err != nil {
 			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
 			return false

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -239,12 +240,17 @@ func TestConnectRefusedByBroker(t *testing.T) {
 }
 
 func TestInboxKeepsOrderAndCloses(t *testing.T) {
-	q := newInbox()
+	q := newInbox(10)
 	done := make(chan struct{})
 	const n = 5000
 	go func() {
 		for i := 0; i < n; i++ {
-			q.push(frame.New(frame.MESSAGE, "seq", strconv.Itoa(i)))
+			// Every third frame is auto-acknowledged: more than the limit of 10 in
+			// all, so push waits for pop now and then.
+			if err := q.push(frame.New(frame.MESSAGE, "seq", strconv.Itoa(i)), i%3 == 0, done, time.Minute); err != nil {
+				t.Error(err)
+				return
+			}
 		}
 		q.close()
 	}()
@@ -300,5 +306,56 @@ func TestReceiptsFlowWhileDeliveriesAreNotRead(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("only %d of 3000 messages delivered", got)
 		}
+	}
+}
+
+// TestHalfOpenDetectedWithinTwoHeartBeats: the client asks for heart-beats at half
+// its interval and gives up after three of them: a broker that answers like
+// ActiveMQ (the intervals swapped) and then goes silent is noticed after 1.5
+// intervals, never later than two.
+func TestHalfOpenDetectedWithinTwoHeartBeats(t *testing.T) {
+	connect := make(chan string, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		f, err := frame.NewReader(nc).Read()
+		if err != nil {
+			return
+		}
+		hb := f.Header.Get(frame.HeartBeat)
+		connect <- hb
+		x, y, _ := strings.Cut(hb, ",")
+		w := bufio.NewWriter(nc)
+		(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.HeartBeat, y+","+x))
+		w.Flush()
+		io.Copy(io.Discard, nc) // then silence, the socket open
+	}()
+	u, _ := ParseURI("stomp://" + ln.Addr().String() + "?heartBeat=1000")
+	c, err := Dial(context.Background(), u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	start := time.Now()
+	if hb := <-connect; hb != "1000,500" {
+		t.Fatalf("CONNECT heart-beat %q, want 1000,500", hb)
+	}
+	select {
+	case <-c.Done():
+		took := time.Since(start)
+		t.Logf("silent broker noticed after %v (heart-beat 1s)", took)
+		if took > 2*time.Second {
+			t.Fatalf("noticed after %v, more than two heart-beat intervals", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("silent broker never noticed")
 	}
 }

@@ -44,6 +44,8 @@ func (u URI) Backoff() backoff.Policy { return u.Reconnect }
 const (
 	advisorySubQueue = "bn-adv-queue"
 	advisorySubTopic = "bn-adv-topic"
+	destSubQueue     = "bn-dest-queue"
+	destSubTopic     = "bn-dest-topic"
 	identitySub      = "bn-identity"
 )
 
@@ -74,8 +76,9 @@ type BrokerConn struct {
 }
 
 type subInfo struct {
-	individual bool
-	advisory   bool
+	individual  bool
+	advisory    bool
+	destAdvisor bool // destination advisories
 }
 
 // RabbitMQ shows the bridge's own consumers in its events; brokernet's naming
@@ -155,7 +158,9 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 	}
 	sub := f.Header.Get(frame.Subscription)
 	if sub == identitySub {
-		if id := f.Header.Get("originBrokerId"); id != "" {
+		// Only the broker's own advisory may tell its id (a client could
+		// publish a connection advisory naming another broker).
+		if id := f.Header.Get("originBrokerId"); id != "" && advisory.CheckBrokerGenerated(f.Header.Get(frame.MessageId)) == nil {
 			select {
 			case b.identity <- id:
 			default:
@@ -166,6 +171,14 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 	b.mu.Lock()
 	info := b.subs[sub]
 	b.mu.Unlock()
+	if info.destAdvisor {
+		ev, err := advisory.ParseDestinationInfo(f.Header, f.Body)
+		if err != nil {
+			return transport.Event{Kind: transport.BadConsumer,
+				Err: fmt.Errorf("%w (body %s)", err, advisory.Trim(f.Body, 300))}, true
+		}
+		return transport.Event{Kind: transport.DestinationChanged, Destination: ev}, true
+	}
 	if info.advisory {
 		ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
 		if errors.Is(err, advisory.ErrNotConsumerAdvisory) {
@@ -353,6 +366,27 @@ func (b *BrokerConn) WatchConsumers(ctx context.Context) error {
 		b.mu.Unlock()
 		if err := b.c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
 			frame.Destination, advisory.Topics()[i], frame.Ack, "auto",
+			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ transport.DestinationWatcher = (*BrokerConn)(nil)
+
+// WatchDestinations subscribes to ActiveMQ's queue and topic destination
+// advisories, which the broker replays for every existing destination first.
+func (b *BrokerConn) WatchDestinations(ctx context.Context) error {
+	if b.c.Flavour() != ActiveMQ {
+		return fmt.Errorf("destination advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
+	}
+	for i, id := range []string{destSubQueue, destSubTopic} {
+		b.mu.Lock()
+		b.subs[id] = subInfo{destAdvisor: true}
+		b.mu.Unlock()
+		if err := b.c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
+			frame.Destination, advisory.DestinationTopics()[i], frame.Ack, "auto",
 			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
 			return err
 		}

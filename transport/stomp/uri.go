@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 )
 
 // URI is a parsed broker address:
@@ -20,9 +21,10 @@ import (
 // Options: vhost (the STOMP host header, default "/"), clientId (for durable
 // subscriptions), heartBeat (ms or a Go duration, default 10s, 0 disables),
 // initialReconnectDelay, maxReconnectDelay (ms or Go durations), backOffMultiplier,
-// ca (PEM file of trusted roots), serverName (TLS name to verify),
-// flavor (activemq, rabbitmq or artemis: overrides the CONNECTED server
-// header), management (RabbitMQ management API URL, default http://HOST:15672).
+// ca (PEM file of trusted roots), cert and key (PEM client certificate and key),
+// serverName (TLS name to verify) for stomp+ssl; flavor (activemq, rabbitmq or
+// artemis: overrides the CONNECTED server header), management (RabbitMQ
+// management API URL, default http://HOST:15672).
 type URI struct {
 	TLS        bool
 	Host       string
@@ -33,6 +35,8 @@ type URI struct {
 	ClientID   string
 	HeartBeat  time.Duration
 	CAFile     string
+	CertFile   string
+	KeyFile    string
 	ServerName string
 	Reconnect  backoff.Policy
 	// Flavour, when not Unknown, is forced by ?flavor= and wins over the
@@ -42,20 +46,48 @@ type URI struct {
 	Management string
 }
 
+// TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
+func (u URI) TLSOptions() tlsconf.Options {
+	return tlsconf.Options{CAFile: u.CAFile, CertFile: u.CertFile, KeyFile: u.KeyFile, ServerName: u.ServerName}
+}
+
 // DefaultPort is the IANA STOMP port, which ActiveMQ, RabbitMQ and Artemis use.
 const DefaultPort = 61613
 
-// ParseURI parses s. Its errors name the offending part and never contain the passcode.
+// ParseURI parses s. Its errors name the offending part and never contain the
+// passcode, however malformed s is: they show s through Redact. The files a
+// stomp+ssl URI names (ca, cert, key) are loaded once here, so a missing one is
+// an error at start rather than on every reconnect.
 func ParseURI(s string) (URI, error) {
+	return parseURI(s, true)
+}
+
+// ParseRemoteURI parses a URI another process advertised (gossip metadata): as
+// ParseURI, but it never touches the local files the options name, so a peer
+// cannot make this process open them.
+func ParseRemoteURI(s string) (URI, error) {
+	return parseURI(s, false)
+}
+
+func parseURI(s string, checkFiles bool) (URI, error) {
 	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default(), Port: DefaultPort}
+	shown := Redact(s)
 	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp://host:port or stomp+ssl://host:port)", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp://host:port or stomp+ssl://host:port)", shown)
+	}
+	// url.Parse ends the credentials at the first '/', '?' or '#': a passcode
+	// holding one of them would spill into the path or the options, whose
+	// values errors show. Refuse that instead of guessing.
+	authority := strings.Index(s, "://") + 3
+	if at := strings.LastIndex(s, "@"); at > authority {
+		if strings.ContainsAny(s[authority:at], "/?#") {
+			return u, fmt.Errorf("broker URI %q: ambiguous '@': percent-encode '/', '?' and '#' in a passcode (%%2F, %%3F, %%23) and '@' in an option (%%40)", shown)
+		}
 	}
 	pu, err := url.Parse(s)
 	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse", redactRaw(s))
+		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the passcode)", shown)
 	}
-	shown := redact(pu)
 	switch pu.Scheme {
 	case "stomp":
 	case "stomp+ssl", "stomp+tls", "stomps":
@@ -98,6 +130,10 @@ func ParseURI(s string) (URI, error) {
 			u.ClientID = v
 		case "ca", "caFile":
 			u.CAFile = v
+		case "cert", "certFile":
+			u.CertFile = v
+		case "key", "keyFile":
+			u.KeyFile = v
 		case "serverName":
 			u.ServerName = v
 		case "flavor", "flavour":
@@ -143,8 +179,22 @@ func ParseURI(s string) (URI, error) {
 	if u.Reconnect.Max < u.Reconnect.Initial {
 		return u, fmt.Errorf("broker URI %q: maxReconnectDelay %s is below initialReconnectDelay %s", shown, u.Reconnect.Max, u.Reconnect.Initial)
 	}
-	if u.CAFile != "" && !u.TLS {
-		return u, fmt.Errorf("broker URI %q: option ca needs stomp+ssl://", shown)
+	if !u.TLS {
+		for _, o := range []struct{ name, v string }{{"ca", u.CAFile}, {"cert", u.CertFile}, {"key", u.KeyFile}, {"serverName", u.ServerName}} {
+			if o.v != "" {
+				return u, fmt.Errorf("broker URI %q: option %s needs stomp+ssl://", shown, o.name)
+			}
+		}
+		return u, nil
+	}
+	if err := u.TLSOptions().Validate(); err != nil {
+		return u, fmt.Errorf("broker URI %q: %w", shown, err)
+	}
+	if !checkFiles {
+		return u, nil
+	}
+	if err := u.TLSOptions().Check(); err != nil {
+		return u, fmt.Errorf("broker URI %q: %w", shown, err)
 	}
 	return u, nil
 }
@@ -212,6 +262,12 @@ func (u URI) WithSecrets() string {
 	if u.CAFile != "" {
 		q.Set("ca", u.CAFile)
 	}
+	if u.CertFile != "" {
+		q.Set("cert", u.CertFile)
+	}
+	if u.KeyFile != "" {
+		q.Set("key", u.KeyFile)
+	}
 	if u.ServerName != "" {
 		q.Set("serverName", u.ServerName)
 	}
@@ -238,27 +294,27 @@ func (u URI) WithSecrets() string {
 	return v.String()
 }
 
-func redact(pu *url.URL) string {
-	c := *pu
-	if c.User != nil {
-		if _, ok := c.User.Password(); ok {
-			c.User = url.UserPassword(c.User.Username(), "***")
-		}
+// Redact hides the passcode of a URI-looking string however malformed it is:
+// in the part from the start of the authority (after the first "://", or from
+// the beginning when there is none before it) up to the last '@', everything
+// after the first ':' becomes "***" (a part without ':' is a login, shown). A
+// passcode always ends at an '@', so no part of it survives; an '@' in an option
+// value is over-redacted, which is harmless.
+func Redact(s string) string {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return s
 	}
-	s := c.String()
-	return strings.Replace(s, "%2A%2A%2A", "***", 1)
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 && i+3 <= at {
+		start = i + 3
+	}
+	colon := strings.Index(s[start:at], ":")
+	if colon < 0 {
+		return s
+	}
+	return s[:start+colon] + ":***" + s[at:]
 }
 
-// redactRaw hides anything between "://" and "@" in a string url.Parse rejected.
-func redactRaw(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return s
-	}
-	rest := s[i+3:]
-	j := strings.LastIndex(rest, "@")
-	if j < 0 {
-		return s
-	}
-	return s[:i+3] + "***@" + rest[j+1:]
-}
+// EventsURI is u itself: a RabbitMQ broker's demand is read over STOMP.
+func (u URI) EventsURI() (URI, error) { return u, nil }

@@ -1,0 +1,98 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/advisory/rabbit"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/stomp"
+)
+
+// A RabbitMQ broker's connection carries no consumer advisories: its demand
+// comes from the rabbitmq_event_exchange plugin, read over STOMP by
+// advisory/rabbit, whatever protocol carries the messages (RabbitMQ 3.10's events
+// carry no data over AMQP 1.0). The source runs beside the session and feeds the
+// loop through a channel; each of its (re)connections is a snapshot, after which
+// the consumers it no longer lists are gone.
+
+// eventsEndpoint is an endpoint that can name the STOMP address of its broker's
+// event exchange (stomp.URI, amqp.URI).
+type eventsEndpoint interface {
+	EventsURI() (stomp.URI, error)
+}
+
+// sourceEvent is one item of a demand source running beside the session.
+type sourceEvent struct {
+	ev  advisory.Event
+	err error // the source stopped for good
+}
+
+// watchRabbit starts the demand source of the RabbitMQ broker behind ep; it
+// stops when ctx ends.
+func (s *session) watchRabbit(ctx context.Context, ep transport.Endpoint) error {
+	ee, ok := ep.(eventsEndpoint)
+	if !ok {
+		return fmt.Errorf("%s is RabbitMQ, but its URI cannot name the STOMP listener of its event exchange", ep)
+	}
+	u, err := ee.EventsURI()
+	if err != nil {
+		return err
+	}
+	src, err := rabbit.NewSource(rabbit.Config{URI: u}, s.log)
+	if err != nil {
+		return err
+	}
+	ch := make(chan sourceEvent, 256)
+	s.sourceEvents = ch
+	s.sourceKnown = make(map[string]bool)
+	go func() {
+		err := src.Run(ctx, func(ev advisory.Event) {
+			select {
+			case ch <- sourceEvent{ev: ev}:
+			case <-ctx.Done():
+			}
+		})
+		if err != nil {
+			select {
+			case ch <- sourceEvent{err: err}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return nil
+}
+
+// onSourceEvent applies one event of the remote broker's demand source.
+func (s *session) onSourceEvent(ctx context.Context, se sourceEvent) error {
+	if se.err != nil {
+		return fmt.Errorf("remote broker demand: %w", se.err)
+	}
+	ev := se.ev
+	switch ev.Kind {
+	case advisory.SnapshotStart:
+		s.sourceSnap = make(map[string]bool)
+		return nil
+	case advisory.SnapshotDone:
+		for id := range s.sourceKnown {
+			if !s.sourceSnap[id] {
+				delete(s.sourceKnown, id)
+				if err := s.onAdvisory(ctx, advisory.Event{Kind: advisory.ConsumerRemoved, ConsumerCount: -1,
+					Consumer: advisory.Consumer{ID: id}}); err != nil {
+					return err
+				}
+			}
+		}
+		s.sourceSnap = nil
+		return nil
+	case advisory.ConsumerAdded:
+		s.sourceKnown[ev.Consumer.ID] = true
+		if s.sourceSnap != nil {
+			s.sourceSnap[ev.Consumer.ID] = true
+		}
+	case advisory.ConsumerRemoved:
+		delete(s.sourceKnown, ev.Consumer.ID)
+	}
+	return s.onAdvisory(ctx, ev)
+}

@@ -1,0 +1,244 @@
+package stomp
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+// marker is the passcode the redaction tests plant; no error may contain it.
+const marker = "Pw9marker"
+
+// TestParseURINeverShowsPasscode covers passcodes that url.Parse cuts in the
+// wrong place: holding '?', '/', '#', '%' or '@'.
+func TestParseURINeverShowsPasscode(t *testing.T) {
+	for _, in := range []string{
+		"stomp://u:2024?" + marker + "@host:1",
+		"stomp://u:" + marker + "?x@host:1",
+		"stomp://u:a/" + marker + "@host:1",
+		"stomp://u:" + marker + "#frag@host:1",
+		"stomp://u:" + marker + "%zz@host:1",
+		"stomp://u:" + marker + "@x@host:99999",
+		"stomp:u:" + marker + "@host",
+		"u:" + marker + "@host:1",
+		"http://u:" + marker + "@host:1",
+		"stomp://u:" + marker + "@host:1?heartBeat=x",
+		"stomp://u:" + marker + "@host:1/path",
+		"stomp://u:" + marker + "@:1",
+		"stomp+ssl://u:" + marker + "@host:1?ca=/does/not/exist",
+		"stomp://u:" + marker + "@host:1?clientId=a@b",
+	} {
+		_, err := ParseURI(in)
+		if err == nil {
+			t.Errorf("ParseURI(%q) accepted", in)
+			continue
+		}
+		if strings.Contains(err.Error(), marker) || strings.Contains(err.Error(), "Pw9") {
+			t.Errorf("ParseURI(%q) error shows the passcode: %v", in, err)
+		}
+	}
+	// Percent-encoded, the same passcodes are fine.
+	u, err := ParseURI("stomp://u:2024%3F" + marker + "%2F%23%40@host:1")
+	if err != nil || u.Passcode != "2024?"+marker+"/#@" {
+		t.Fatalf("encoded passcode: %+v, %v", u, err)
+	}
+	if strings.Contains(u.String(), marker) {
+		t.Fatalf("String shows the passcode: %s", u)
+	}
+}
+
+// FuzzURIRedaction plants the marker as the passcode of random URIs: whatever
+// ParseURI and Redact make of them, the marker never shows.
+func FuzzURIRedaction(f *testing.F) {
+	f.Add("stomp://", "2024?", "x", "host:1")
+	f.Add("stomp+ssl://", "", "/a#b", "h:1?ca=/nope")
+	f.Add("", "a", "", "h")
+	f.Add("gossip://", "%", "%zz", "h:1?bogus=@")
+	f.Add("stomp://h?x=", "", "", "h:1/p")
+	f.Fuzz(func(t *testing.T, prefix, before, after, suffix string) {
+		s := prefix + "u:" + before + marker + after + "@" + suffix
+		if _, err := ParseURI(s); err != nil && strings.Contains(err.Error(), marker) {
+			t.Fatalf("ParseURI(%q) error shows the passcode: %v", s, err)
+		}
+		if r := Redact(s); strings.Contains(r, marker) {
+			t.Fatalf("Redact(%q) = %q", s, r)
+		}
+		if u, err := ParseURI(s); err == nil && strings.Contains(u.String(), marker) {
+			t.Fatalf("URI(%q).String() = %q", s, u.String())
+		}
+	})
+}
+
+// TestTLSFilesCheckedAtParse: a stomp+ssl URI whose files are missing or
+// malformed is an error when it is parsed, naming the file.
+func TestTLSFilesCheckedAtParse(t *testing.T) {
+	dir := t.TempDir()
+	cert, caPEM := selfSigned(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	certFile := filepath.Join(dir, "cert.pem")
+	keyFile := filepath.Join(dir, "key.pem")
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		caFile: caPEM, certFile: caPEM,
+		keyFile: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	} {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	tests := []struct{ name, uri, want string }{
+		{"a missing CA file", "stomp+ssl://h:1?ca=" + missing, "missing.pem"},
+		{"a CA file without PEM", "stomp+ssl://h:1?ca=" + filepath.Join(dir, "key.pem"), "no PEM certificate"},
+		{"a cert without key", "stomp+ssl://h:1?cert=" + certFile, "cert and key go together"},
+		{"a missing key", "stomp+ssl://h:1?cert=" + certFile + "&key=" + missing, "missing.pem"},
+		{"a key that is not the cert's", "stomp+ssl://h:1?cert=" + certFile + "&key=" + caFile, "loading client certificate"},
+		{"cert on plain stomp", "stomp://h:1?cert=" + certFile + "&key=" + keyFile, "needs stomp+ssl"},
+		{"serverName on plain stomp", "stomp://h:1?serverName=b", "needs stomp+ssl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			_, err := ParseURI(tt.uri)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseURI(%q) = %v, want error containing %q", tt.uri, err, tt.want)
+			}
+		})
+	}
+	u, err := ParseURI("stomp+ssl://h:1?ca=" + caFile + "&cert=" + certFile + "&key=" + keyFile + "&serverName=broker.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := u.TLSOptions().Config(u.Host)
+	if err != nil || len(cfg.Certificates) != 1 || cfg.ServerName != "broker.example" || cfg.RootCAs == nil {
+		t.Fatalf("config %+v, %v", cfg, err)
+	}
+	back, err := ParseURI(u.WithSecrets())
+	if err != nil || back != u {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+// issue makes a self-signed certificate for dns (or 127.0.0.1 when empty) with
+// the given usage and writes cert and key PEM files into dir.
+func issue(t *testing.T, dir, name, dns string, usage x509.ExtKeyUsage) (tls.Certificate, *x509.CertPool, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{usage},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	if dns != "" {
+		tmpl.DNSNames = []string{dns}
+	} else {
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	c, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool, certFile, keyFile
+}
+
+// serveTLS answers every STOMP CONNECT over TLS with cfg; it returns the address.
+func serveTLS(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				if _, err := frame.NewReader(nc).Read(); err != nil {
+					return
+				}
+				w := bufio.NewWriter(nc)
+				(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.Server, "ActiveMQ/5.17.2"))
+				w.Flush()
+				time.Sleep(time.Second)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestTLSClientCertificateAndServerName dials a server that requires a client
+// certificate and whose certificate names broker.example, not 127.0.0.1: it
+// answers only with ?cert=&key= and ?serverName=broker.example.
+func TestTLSClientCertificateAndServerName(t *testing.T) {
+	dir := t.TempDir()
+	srvCert, _, srvPEM, _ := issue(t, dir, "server", "broker.example", x509.ExtKeyUsageServerAuth)
+	_, clientPool, clientPEM, clientKey := issue(t, dir, "client", "", x509.ExtKeyUsageClientAuth)
+	addr := serveTLS(t, &tls.Config{
+		Certificates: []tls.Certificate{srvCert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    clientPool,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	base := "stomp+ssl://" + addr + "?ca=" + srvPEM
+	for _, tt := range []struct {
+		name, opts string
+		ok         bool
+	}{
+		{"with certificate and server name", "&serverName=broker.example&cert=" + clientPEM + "&key=" + clientKey, true},
+		{"without the server name", "&cert=" + clientPEM + "&key=" + clientKey, false},
+		{"without a client certificate", "&serverName=broker.example", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := ParseURI(base + tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Dial(ctx, u, Options{})
+			if tt.ok != (err == nil) {
+				t.Fatalf("dial: err = %v, want success %v", err, tt.ok)
+			}
+			if c != nil {
+				c.Abort()
+			}
+		})
+	}
+}
