@@ -74,7 +74,7 @@ const ledgerTimeout = 15 * time.Second
 func (s *session) loadLedger(ctx context.Context) (*ledgerRecord, error) {
 	ctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
-	c, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
+	c, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		return nil, err
 	}
