@@ -3,17 +3,34 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/brokernet/brokernet/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test unit bench soak demo fmt vet clean
+.PHONY: all build dist deps test unit bench soak demo fmt vet clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/brokernet ./cmd/brokernet
 
-# deps installs what the integration tests and the demo need (Debian packages).
+# dist cross-builds static binaries (no cgo) with the version stamped, and
+# their SHA256SUMS, into $(DIST)/.
+DIST         ?= dist
+DIST_TARGETS ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
+dist:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for t in $(DIST_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		out=$(DIST)/brokernet-$(VERSION)-$$os-$$arch$$ext; \
+		echo "building $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $$out ./cmd/brokernet; \
+	done
+	cd $(DIST) && sha256sum brokernet-* > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
+
+# deps installs what the integration tests and the demo need (Debian packages):
+# ActiveMQ, RabbitMQ, and chromium and systemd-analyze for the operations tests.
 deps:
 	bash testdata/activemq.sh install
 	bash testdata/rabbitmq.sh install
+	bash testdata/tools.sh
 
 # test runs every test: unit tests and integration tests against real brokers
 # that the tests start themselves on free ports.
@@ -45,4 +62,4 @@ demo: deps build
 	bash testdata/demo.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

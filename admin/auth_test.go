@@ -47,7 +47,7 @@ func TestCheckExposure(t *testing.T) {
 func TestTokenAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := writeCert(t, dir)
-	srv, err := Listen("127.0.0.1:0", func() []BridgeSnapshot { return nil }, zerolog.Nop())
+	srv, err := Listen("127.0.0.1:0", Options{Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,15 @@ type Config struct {
 	StableAfter time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
+	// DurableOfflineTimeout is how long durable demand is kept for a remote
+	// durable subscription whose subscribers are all offline; then it is
+	// destroyed with the messages it kept (ActiveMQ's
+	// offlineDurableSubscriberTimeout, for the bridge's own durable
+	// subscriptions). 0, the default, keeps it until the remote durable
+	// subscription is seen destroyed: one destroyed while the bridge was away
+	// cannot be told from one whose subscriber is offline (see durables.go), so
+	// its demand then keeps accumulating.
+	DurableOfflineTimeout time.Duration
 	// Log receives one line per state change.
 	Log zerolog.Logger
 }
@@ -116,14 +125,27 @@ var ErrWrongBroker = errors.New("broker is not the one advertised")
 // Stats are running totals of one bridge, safe to read at any time.
 type Stats struct {
 	Forwarded      atomic.Int64 // messages confirmed by the remote broker and acknowledged locally
+	ForwardedBytes atomic.Int64 // body bytes of the messages the remote broker confirmed
+	Duplicates     atomic.Int64 // topic copies not forwarded because another route of this bridge did
+	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
 	Advisories     atomic.Int64 // remote consumer advisories applied (counted after their changes were written)
 	BadAdvisories  atomic.Int64 // malformed advisories skipped
 	DemandSubs     atomic.Int64 // demand subscriptions the local broker confirmed
 	PendingSubs    atomic.Int64 // demand subscriptions sent, not yet confirmed
-	Sessions       atomic.Int64 // successful connections of both ends
-	SessionFailure atomic.Int64 // sessions ended by an error
-	DeadLettered   atomic.Int64 // messages moved to the local dead-letter queue
+	InFlight       atomic.Int64 // messages in the window: forwarded, not yet acknowledged locally
+	Stuck          atomic.Int64 // messages known to wait where no consumer will take them
 	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
+	Sessions       atomic.Int64 // successful connections of both ends
+	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
+
+	// ForwardLatency is the time from a message's delivery by the local broker
+	// to the remote broker's confirmation of its transaction, in seconds.
+	ForwardLatency *Histogram
+	// CommitBatch is the number of messages per confirmed remote transaction.
+	CommitBatch *Histogram
+	// DurablesDestroyed counts durable demand subscriptions destroyed on the
+	// local broker, with what they kept.
+	DurablesDestroyed atomic.Int64
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.
@@ -144,6 +166,11 @@ type Bridge struct {
 	up      bool
 	upCh    chan struct{} // closed while up; replaced when down
 	upSince time.Time     // when the bridge last came up
+	since   time.Time     // when up last changed
+	lastErr string        // why the last session ended, "" if none did
+	ids     [2]string     // local and remote broker ids, once learnt
+
+	demand demandView
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -152,14 +179,21 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Window < 1 || cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("bridge %s: window and batch must be positive", cfg.Name)
 	}
+	if cfg.DurableOfflineTimeout < 0 {
+		return nil, fmt.Errorf("bridge %s: durable offline timeout %v is negative", cfg.Name, cfg.DurableOfflineTimeout)
+	}
 	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
 		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)
 	}
-	return &Bridge{
-		cfg:  cfg,
-		log:  cfg.Log.With().Str("bridge", cfg.Name).Logger(),
-		upCh: make(chan struct{}),
-	}, nil
+	b := &Bridge{
+		cfg:   cfg,
+		log:   cfg.Log.With().Str("bridge", cfg.Name).Logger(),
+		upCh:  make(chan struct{}),
+		since: time.Now(),
+	}
+	b.stats.ForwardLatency = NewHistogram(LatencyBuckets)
+	b.stats.CommitBatch = NewHistogram(BatchBuckets)
+	return b, nil
 }
 
 // Name is the bridge's configured name.
@@ -188,6 +222,21 @@ func (b *Bridge) WaitUp(ctx context.Context) error {
 	}
 }
 
+// State reports whether the bridge is up, since when it has been in that state,
+// and why its last session ended ("" if none has).
+func (b *Bridge) State() (up bool, since time.Time, lastErr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.up, b.since, b.lastErr
+}
+
+// Window is the most messages the bridge keeps in flight.
+func (b *Bridge) Window() int { return b.cfg.Window }
+
+// Local and Remote are the configured broker addresses (host:port, no credentials).
+func (b *Bridge) Local() string  { return b.cfg.Local.Addr() }
+func (b *Bridge) Remote() string { return b.cfg.Remote.Addr() }
+
 func (b *Bridge) setUp(up bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -195,6 +244,10 @@ func (b *Bridge) setUp(up bool) {
 		return
 	}
 	b.up = up
+	b.since = time.Now()
+	if up {
+		b.lastErr = ""
+	}
 	if up {
 		b.upSince = time.Now()
 		close(b.upCh)
@@ -214,6 +267,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		err := s.run(ctx)
 		upFor := b.upFor()
 		b.setUp(false)
+		b.stats.InFlight.Store(0)
+		b.publishDemand(nil)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				b.log.Warn().Err(err).Msg("bridge stopped during drain")
@@ -221,6 +276,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
+		b.recordFailure(err)
 		if errors.Is(err, ErrLoopback) || errors.Is(err, ErrWrongBroker) {
 			b.log.Error().Err(err).Msg("bridge refuses to start")
 			return err
@@ -233,15 +289,55 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if b.onRetry != nil {
 			b.onRetry(attempt, upFor)
 		}
-		delay := b.cfg.Remote.Backoff()
+		delay, side := b.cfg.Remote.Backoff(), "remote"
 		if s.localFailed {
-			delay = b.cfg.Local.Backoff()
+			delay, side = b.cfg.Local.Backoff(), "local"
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt+1).Dur("up_for", upFor).Msg("bridge down, reconnecting")
-		if !delay.Sleep(ctx, attempt) {
+		// One line per attempt, never more: while a broker is down this is the
+		// only line, at the back-off's pace (field names in README, "Logs").
+		wait := delay.Delay(attempt)
+		b.log.Warn().Err(err).Str("side", side).Int("attempt", attempt+1).Dur("up_for", upFor).
+			Str("retry_in", wait.Round(time.Millisecond).String()).Msg("bridge down, reconnecting")
+		if !sleep(ctx, wait) {
 			b.log.Info().Msg("bridge stopped")
 			return nil
 		}
+	}
+}
+
+// BrokerIDs returns the local and remote broker ids the bridge learnt (or was
+// configured with); both "" until its first session got that far.
+func (b *Bridge) BrokerIDs() (local, remote string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ids[0], b.ids[1]
+}
+
+func (b *Bridge) setIDs(local, remote string) {
+	b.mu.Lock()
+	b.ids = [2]string{local, remote}
+	b.mu.Unlock()
+}
+
+// recordFailure remembers why the last session ended, for /readyz and /status.
+func (b *Bridge) recordFailure(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	b.lastErr = err.Error()
+	b.mu.Unlock()
+}
+
+// sleep waits d or until ctx is done, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -7,10 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/metrics"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
@@ -51,10 +55,12 @@ type bridgeFlags struct {
 	replay           bool
 	replayDelay      time.Duration
 	replayRate       int
+	durableOffline   time.Duration
 	localID          string
 	remoteID         string
 	logLevel         string
 	logFormat        string
+	admin            adminFlags
 	creds            credentialFlags
 }
 
@@ -78,10 +84,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.replay, "replay-when-no-consumers", false, "send queue messages back to where their consumer went")
 	fs.DurationVar(&f.replayDelay, "replay-delay", 0, "how long a queue must lack local consumers before replaying")
 	fs.IntVar(&f.replayRate, "replay-rate-limit", 0, "most replayed messages per second (0: no limit)")
+	fs.DurationVar(&f.durableOffline, "durable-offline-timeout", 0, "destroy durable demand whose remote durable subscribers were all offline this long, with what it kept (0: never)")
 	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
+	f.admin.register(fs)
 	f.creds.register(fs)
 	pos, err := parseFlags(e, fs, bridgeUsage, args)
 	if err != nil {
@@ -138,19 +146,26 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
 			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: transport.Endpoints(g[1:]),
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
 				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: transport.Endpoints(g[1:]), Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
 			})
 		}
 	}
 	if f.remoteID != "" && len(groups) > 1 {
 		return usagef("--remote-id names one broker; REMOTE %s has %d", remotes, len(groups))
 	}
-	return runBridges(ctx, cfgs)
+	adminCfg, warn, err := f.admin.config()
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		log.Warn().Msg(warn)
+	}
+	return runBridges(ctx, cfgs, adminCfg, log)
 }
 
 func (f *bridgeFlags) demandOptions() (demand.Options, error) {
@@ -213,6 +228,9 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 	if f.replayDelay < 0 {
 		return demand.Options{}, usagef("--replay-delay %s: must not be negative", f.replayDelay)
 	}
+	if f.durableOffline < 0 {
+		return demand.Options{}, usagef("--durable-offline-timeout %s: must not be negative", f.durableOffline)
+	}
 	return demand.Options{
 		Conduit:               f.conduit,
 		ConsumerTTL:           consTTL,
@@ -229,8 +247,9 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 	}, nil
 }
 
-// runBridges runs bridges until ctx ends; the first one that fails for good stops all.
-func runBridges(ctx context.Context, cfgs []bridge.Config) error {
+// runBridges runs bridges until ctx ends; the first one that fails for good
+// stops all. With adminAddr set it serves the admin endpoints for them.
+func runBridges(ctx context.Context, cfgs []bridge.Config, adminCfg config.Admin, log zerolog.Logger) error {
 	bridges := make([]*bridge.Bridge, 0, len(cfgs))
 	for _, c := range cfgs {
 		b, err := bridge.New(c)
@@ -244,6 +263,19 @@ func runBridges(ctx context.Context, cfgs []bridge.Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	listed := make([]metrics.Bridge, len(bridges))
+	for i, b := range bridges {
+		// The peer is the far end: the remote of a forward bridge, the local
+		// end of a duplex bridge's reverse direction.
+		peer, reverse := cfgs[i].Remote.Addr(), false
+		if peer == cfgs[0].Local.Addr() {
+			peer, reverse = cfgs[i].Local.Addr(), true
+		}
+		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Reverse: reverse, Bridge: b}
+	}
+	if err := startAdmin(ctx, adminCfg, func() []metrics.Bridge { return listed }, log); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(bridges))
 	for i, b := range bridges {

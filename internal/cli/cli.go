@@ -52,6 +52,7 @@ func commands() []command {
 		{"run", "run the federation described by a TOML file", runRun},
 		{"check", "validate a federation TOML file", runCheck},
 		{"sidecar", "run next to one broker and find peers by gossip", runSidecar},
+		{"status", "print a running brokernet's bridges, demand and stuck messages", runStatus},
 		{"import", "translate an ActiveMQ activemq.xml's networkConnectors to TOML", runImport},
 		{"send", "send test messages to a destination", runSend},
 		{"receive", "receive and count messages from a destination", runReceive},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/metrics"
 	"github.com/brokernet/brokernet/netconnector"
 )
 
@@ -81,21 +81,8 @@ func runRun(ctx context.Context, e *env, args []string) error {
 // serveFederation runs cfg until ctx ends, reloading on every value from reload.
 func serveFederation(ctx context.Context, log zerolog.Logger, cfg *config.Config, load func() (*config.Config, error), reload <-chan os.Signal) error {
 	fed := netconnector.NewFederation(ctx, log)
-	if cfg.Admin.Listen != "" {
-		srv, err := admin.Listen(cfg.Admin.Listen, func() []admin.BridgeSnapshot { return snapshots(fed) }, log)
-		if err != nil {
-			return err
-		}
-		a := cfg.Admin
-		if err := srv.Protect(admin.Security{Token: a.Token, CertFile: a.CertFile, KeyFile: a.KeyFile, Insecure: a.Insecure}); err != nil {
-			return usagef("%v", err)
-		}
-		go func() {
-			if err := srv.Serve(ctx); err != nil {
-				log.Error().Err(err).Msg("admin listener failed")
-			}
-		}()
-		log.Info().Str("addr", srv.Addr()).Msg("admin listener up (/status, /metrics)")
+	if err := startAdmin(ctx, cfg.Admin, func() []metrics.Bridge { return federationBridges(fed) }, log); err != nil {
+		return err
 	}
 	started, _, _, err := fed.Apply(cfg)
 	if err != nil {
@@ -122,22 +109,4 @@ func serveFederation(ctx context.Context, log zerolog.Logger, cfg *config.Config
 			log.Info().Strs("started", started).Strs("restarted", restarted).Strs("stopped", stopped).Msg("configuration reloaded")
 		}
 	}
-}
-
-func snapshots(fed *netconnector.Federation) []admin.BridgeSnapshot {
-	var out []admin.BridgeSnapshot
-	for name, c := range fed.Connectors() {
-		for _, ps := range c.Status() {
-			for _, b := range c.Bridges(ps.Key) {
-				st := b.Stats()
-				out = append(out, admin.BridgeSnapshot{
-					Connector: name, Peer: ps.Key, Bridge: b.Name(), Up: b.Up(),
-					Forwarded: st.Forwarded.Load(), DemandSubs: st.DemandSubs.Load(),
-					Advisories: st.Advisories.Load(), BadAdvisories: st.BadAdvisories.Load(),
-					Sessions: st.Sessions.Load(),
-				})
-			}
-		}
-	}
-	return out
 }

@@ -47,7 +47,9 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	prefetch := fs.Int("prefetch", 1000, "prefetch of each demand subscription")
 	window := fs.Int("window", 500, "messages forwarded but not yet confirmed")
 	decrease := fs.Bool("decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
-	adminListen := fs.String("admin-listen", "", "HTTP address for /status and /metrics (default: off)")
+	var adm adminFlags
+	adm.register(fs)
+	fs.StringVar(&adm.listen, "admin-listen", "", "older name of --admin")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "json or console")
 	pos, err := parseFlags(e, fs, sidecarUsage, args)
@@ -108,7 +110,10 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	}
 	cfg := config.Default()
 	cfg.Log = config.Log{Level: *logLevel, Format: *logFormat}
-	cfg.Admin.Listen = *adminListen
+	var adminWarn string
+	if cfg.Admin, adminWarn, err = adm.config(); err != nil {
+		return err
+	}
 	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{u}}, ID: *brokerID}}
 	cfg.Connectors = []config.NetworkConnector{nc}
 	if err := cfg.Validate(); err != nil {
@@ -120,6 +125,9 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	}
 	if credWarn != "" {
 		log.Warn().Msg(credWarn)
+	}
+	if adminWarn != "" {
+		log.Warn().Msg(adminWarn)
 	}
 	return serveFederation(ctx, log, &cfg, nil, nil)
 }

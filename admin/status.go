@@ -1,0 +1,236 @@
+package admin
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/metrics"
+)
+
+// Status is the /status document. `brokernet status` and the topology page
+// read it; field names are stable.
+type Status struct {
+	Version string    `json:"version"`
+	Started time.Time `json:"started"`
+	// Ready and Reasons are what /readyz answers.
+	Ready   bool     `json:"ready"`
+	Reasons []Reason `json:"reasons"`
+	// Nodes are the brokers this process knows: the local ends of its bridges
+	// and the peers they lead to.
+	Nodes   []Node         `json:"nodes"`
+	Bridges []BridgeStatus `json:"bridges"`
+	// Stuck lists messages known to wait where no consumer will take them.
+	// Only StuckMeasured=true makes an empty list mean "none": measuring needs
+	// per-queue message counts from the brokers, which brokernet does not read
+	// yet; with replay on (--replay-when-no-consumers) the bridges move such
+	// messages themselves.
+	Stuck         []Stuck `json:"stuck"`
+	StuckMeasured bool    `json:"stuck_measured"`
+}
+
+// Reason says why one bridge is not ready.
+type Reason struct {
+	Bridge    string    `json:"bridge"`
+	Connector string    `json:"connector"`
+	Peer      string    `json:"peer"`
+	Since     time.Time `json:"since"`
+	// Error is why its last session ended ("" while it has not connected yet).
+	Error string `json:"error"`
+}
+
+// Node is one broker.
+type Node struct {
+	// Addr is host:port of its STOMP listener (the node's identity here).
+	Addr string `json:"addr"`
+	// BrokerID is the broker's id as the bridges learnt it ("" until then).
+	BrokerID string `json:"broker_id,omitempty"`
+	// Role is "local" for the broker this process runs next to (the one its
+	// bridges start from) and "peer" for the brokers it bridges to.
+	Role string `json:"role"`
+	// Peer is the discovery key (a gossip member name, a URI) when a peer.
+	Peer string `json:"peer,omitempty"`
+	// Connector is the network connector that found it.
+	Connector string `json:"connector,omitempty"`
+}
+
+// BridgeStatus is one bridge. The fields up to Sessions are those of earlier
+// versions of /status.
+type BridgeStatus struct {
+	Connector      string              `json:"connector"`
+	Peer           string              `json:"peer"`
+	Bridge         string              `json:"bridge"`
+	Up             bool                `json:"up"`
+	Forwarded      int64               `json:"forwarded"`
+	DemandSubs     int64               `json:"demand_subscriptions"`
+	Advisories     int64               `json:"advisories"`
+	BadAdvisories  int64               `json:"bad_advisories"`
+	Sessions       int64               `json:"sessions"`
+	Local          string              `json:"local"`
+	Remote         string              `json:"remote"`
+	LocalID        string              `json:"local_id"`
+	RemoteID       string              `json:"remote_id"`
+	Since          time.Time           `json:"since"`
+	LastError      string              `json:"last_error,omitempty"`
+	Rate           float64             `json:"forwarded_per_second"`
+	ForwardedBytes int64               `json:"forwarded_bytes"`
+	InFlight       int64               `json:"in_flight"`
+	Window         int                 `json:"window"`
+	PendingSubs    int64               `json:"pending_demand_subscriptions"`
+	Duplicates     int64               `json:"duplicates_suppressed"`
+	DeadLettered   int64               `json:"dead_lettered"`
+	Stuck          int64               `json:"stuck"`
+	Held           int64               `json:"held"`
+	Reconnects     int64               `json:"reconnects"`
+	Demand         []bridge.DemandInfo `json:"demand"`
+}
+
+// Stuck is a destination holding messages no consumer will take.
+type Stuck struct {
+	Broker      string `json:"broker"`
+	Destination string `json:"destination"`
+	Messages    int64  `json:"messages"`
+	// Demand names where consumers for it are (broker addresses).
+	Demand []string `json:"demand"`
+}
+
+// Status builds the /status document now.
+func (s *Server) Status() Status {
+	bs := s.opts.Bridges()
+	st := Status{
+		Version: s.opts.Version,
+		Started: s.started,
+		Reasons: Reasons(bs),
+		Bridges: make([]BridgeStatus, 0, len(bs)),
+		Stuck:   []Stuck{},
+	}
+	st.Ready = len(st.Reasons) == 0
+	nodes := map[string]*Node{}
+	addNode := func(n Node) {
+		if old, ok := nodes[n.Addr]; ok {
+			if n.Role == "local" {
+				old.Role = "local"
+			}
+			if old.Peer == "" {
+				old.Peer, old.Connector = n.Peer, n.Connector
+			}
+			if old.BrokerID == "" {
+				old.BrokerID = n.BrokerID
+			}
+			return
+		}
+		nodes[n.Addr] = &n
+	}
+	for _, b := range bs {
+		up, since, lastErr := b.State()
+		x := b.Stats()
+		demand := b.Demand()
+		if demand == nil {
+			demand = []bridge.DemandInfo{}
+		}
+		st.Bridges = append(st.Bridges, BridgeStatus{
+			Connector: b.Connector, Peer: b.Peer, Bridge: b.Name(), Up: up,
+			Forwarded: x.Forwarded.Load(), DemandSubs: x.DemandSubs.Load(),
+			Advisories: x.Advisories.Load(), BadAdvisories: x.BadAdvisories.Load(),
+			Sessions: x.Sessions.Load(),
+			Local:    b.Local(), Remote: b.Remote(), Since: since, LastError: lastErr,
+			Rate:           s.rates.rate(b),
+			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
+			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
+			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
+			Demand: demand,
+		})
+		localID, remoteID := b.BrokerIDs()
+		st.Bridges[len(st.Bridges)-1].LocalID = localID
+		st.Bridges[len(st.Bridges)-1].RemoteID = remoteID
+		if b.Reverse {
+			addNode(Node{Addr: b.Local(), BrokerID: localID, Role: "peer", Peer: b.Peer, Connector: b.Connector})
+			addNode(Node{Addr: b.Remote(), BrokerID: remoteID, Role: "local"})
+		} else {
+			addNode(Node{Addr: b.Local(), BrokerID: localID, Role: "local"})
+			addNode(Node{Addr: b.Remote(), BrokerID: remoteID, Role: "peer", Peer: b.Peer, Connector: b.Connector})
+		}
+	}
+	slices.SortFunc(st.Bridges, func(x, y BridgeStatus) int {
+		return strings.Compare(x.Connector+"\x00"+x.Bridge, y.Connector+"\x00"+y.Bridge)
+	})
+	st.Nodes = make([]Node, 0, len(nodes))
+	for _, n := range nodes {
+		st.Nodes = append(st.Nodes, *n)
+	}
+	slices.SortFunc(st.Nodes, func(x, y Node) int {
+		if x.Role != y.Role {
+			return strings.Compare(x.Role, y.Role) // "local" before "peer"
+		}
+		return strings.Compare(x.Addr, y.Addr)
+	})
+	return st
+}
+
+// Reasons lists the bridges that are down, sorted by name.
+func Reasons(bs []metrics.Bridge) []Reason {
+	out := []Reason{}
+	for _, b := range bs {
+		up, since, lastErr := b.State()
+		if up {
+			continue
+		}
+		out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: lastErr})
+	}
+	slices.SortFunc(out, func(x, y Reason) int { return strings.Compare(x.Bridge, y.Bridge) })
+	return out
+}
+
+// rates keeps a few seconds of forwarded-message counts per bridge, sampled
+// once a second, so /status can report a rate without the client sampling.
+type rates struct {
+	mu      sync.Mutex
+	samples map[*bridge.Bridge][]sample
+}
+
+type sample struct {
+	at time.Time
+	n  int64
+}
+
+// rateWindow is how many samples (seconds) a rate spans.
+const rateWindow = 5
+
+func newRates() *rates { return &rates{samples: map[*bridge.Bridge][]sample{}} }
+
+func (r *rates) sample(now time.Time, bs []metrics.Bridge) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	live := make(map[*bridge.Bridge]bool, len(bs))
+	for _, b := range bs {
+		live[b.Bridge] = true
+		s := append(r.samples[b.Bridge], sample{at: now, n: b.Stats().Forwarded.Load()})
+		if len(s) > rateWindow+1 {
+			s = s[len(s)-rateWindow-1:]
+		}
+		r.samples[b.Bridge] = s
+	}
+	for b := range r.samples {
+		if !live[b] {
+			delete(r.samples, b)
+		}
+	}
+}
+
+// rate is the bridge's forwarded messages per second over the last samples.
+func (r *rates) rate(b metrics.Bridge) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.samples[b.Bridge]
+	if len(s) < 2 {
+		return 0
+	}
+	first, last := s[0], s[len(s)-1]
+	dt := last.at.Sub(first.at).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return float64(last.n-first.n) / dt
+}

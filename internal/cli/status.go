@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/config"
+)
+
+const statusUsage = `Usage: brokernet status [--admin URL] [--token-file FILE] [--ca-file FILE]
+
+Reads /status from a running brokernet's admin endpoint and prints its bridges,
+demand subscriptions and stuck messages as tables. URL is http://HOST:PORT,
+https://HOST:PORT or HOST:PORT.
+
+Flags:
+`
+
+// defaultAdmin is the address the examples and packaged configurations use.
+const defaultAdmin = "127.0.0.1:9464"
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("status")
+	addr := fs.String("admin", defaultAdmin, "admin endpoint of the brokernet to ask")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	tokenFile := fs.String("token-file", "", "file holding the endpoint's bearer token")
+	caFile := fs.String("ca-file", "", "PEM CA certificate to trust for an https:// endpoint")
+	pos, err := parseFlags(e, fs, statusUsage, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	base, err := adminURL(*addr)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			return usagef("--ca-file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usagef("--ca-file %s: no PEM certificate in it", *caFile)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	token := ""
+	if *tokenFile != "" {
+		if token, _, err = config.ReadPasswordFile(*tokenFile); err != nil {
+			return usagef("--token-file: %v", err)
+		}
+	}
+	st, err := fetchStatus(ctx, client, base, token, *timeout)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	printStatus(&b, st, time.Now())
+	// tabwriter pads an empty last column; trailing blanks help no one.
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if t := strings.TrimRight(line, " \n"); t != "" || line != "" {
+			fmt.Fprintln(e.stdout, t)
+		}
+	}
+	return nil
+}
+
+// adminURL turns HOST:PORT or an http(s) URL into the base URL.
+func adminURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+		return "", usagef("--admin %q: want HOST:PORT or an http:// or https:// URL", s)
+	}
+	return strings.TrimRight(s, "/"), nil
+}
+
+func fetchStatus(ctx context.Context, client *http.Client, base, token string, timeout time.Duration) (admin.Status, error) {
+	var st admin.Status
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
+	if err != nil {
+		return st, usagef("--admin %q: %v", base, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("asking %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return st, fmt.Errorf("asking %s/status: %s: %s", base, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("reading %s/status: %w", base, err)
+	}
+	return st, nil
+}
+
+// printStatus writes the tables, qdstat style: a title, then aligned columns.
+func printStatus(w io.Writer, st admin.Status, now time.Time) {
+	ready := "ready"
+	if !st.Ready {
+		ready = fmt.Sprintf("NOT READY (%d bridge(s) down)", len(st.Reasons))
+	}
+	fmt.Fprintf(w, "brokernet %s, up %s, %s\n\n", st.Version, since(now, st.Started), ready)
+
+	fmt.Fprintln(w, "Bridges")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  bridge\tpeer\tup\tforwarded/s\tforwarded\tin flight\tdemand\tsince\tlast error")
+	for _, b := range st.Bridges {
+		up := "no"
+		if b.Up {
+			up = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.1f\t%d\t%d/%d\t%d\t%s\t%s\n", b.Bridge, b.Peer, up, b.Rate, b.Forwarded,
+			b.InFlight, b.Window, b.DemandSubs, since(now, b.Since), shorten(b.LastError, 60))
+	}
+	if len(st.Bridges) == 0 {
+		fmt.Fprintln(tw, "  (none)")
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nDemand")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  destination\tbridge\tconsumers\tpriority\thops\tpath\tselector")
+	rows := 0
+	for _, b := range st.Bridges {
+		for _, d := range b.Demand {
+			rows++
+			kind := d.Selector
+			switch {
+			case d.Replay:
+				kind = "(replay)"
+			case d.Static:
+				kind = "(static)"
+			}
+			if d.Durable != "" {
+				kind = strings.TrimSpace(kind + " durable=" + d.Durable)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", d.Destination, b.Bridge, len(d.Consumers), d.Priority,
+				len(d.Path), strings.Join(d.Path, ">"), kind)
+		}
+	}
+	if rows == 0 {
+		fmt.Fprintln(tw, "  (none)")
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nStuck messages")
+	switch {
+	case !st.StuckMeasured:
+		fmt.Fprintln(w, "  (not measured)")
+	case len(st.Stuck) == 0:
+		fmt.Fprintln(w, "  (none)")
+	default:
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  broker\tdestination\tmessages\tdemand at")
+		for _, s := range st.Stuck {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", s.Broker, s.Destination, s.Messages, strings.Join(s.Demand, ","))
+		}
+		tw.Flush()
+	}
+}
+
+// since renders how long ago t was, coarsely: 42s, 7m, 3h, 2d.
+func since(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 90*time.Second:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < 90*time.Minute:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 36*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the tools the operations tests use besides the brokers (Debian
+# packages): chromium (the topology page test renders /  in headless Chromium)
+# and systemd (systemd-analyze verifies deploy/systemd/brokernet.service).
+# Idempotent: does nothing when both are present. Needs root.
+set -euo pipefail
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+if ((${#need[@]} == 0)); then
+	exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${need[@]}"
