@@ -73,9 +73,17 @@ func ParseURI(s string) (Spec, error) {
 			return Spec{}, fmt.Errorf("discovery URI %s:(): no broker URIs", scheme)
 		}
 		spec := Spec{Kind: kind}
+		end := 0
 		for i, part := range splitMembers(inner) {
+			end += len(part) + 1
 			u, err := endpoint.Parse(strings.TrimSpace(part))
 			if err != nil {
+				if end < len(inner) && strings.Contains(inner[end:], "@") {
+					// A later '@' may end a passcode that the split cut at a
+					// ',' ("u:a,,b@h"): this member may hold its start, which
+					// the member's own error would show.
+					return Spec{}, fmt.Errorf("discovery URI %s: member %d is not a valid broker URI (not shown, since a later '@' may end a passcode it holds; percent-encode ',' in passcodes as %%2C)", scheme, i+1)
+				}
 				return Spec{}, fmt.Errorf("discovery URI %s: member %d: %w", scheme, i+1, err)
 			}
 			// Two bridges to one broker would forward every message twice.

@@ -165,6 +165,9 @@ func FuzzParseURIRedaction(f *testing.F) {
 	f.Add("masterslave:(stomp://", "", "/x", "m:1)")
 	f.Add("static:(stomp://a:1,stomp://", "", "", "a:1)")
 	f.Add("bogus", "", "", "")
+	f.Add("static:(tcp://", "2024?", "", "h:1,amqp://b:2)")
+	f.Add("masterslave:(ssl://a:1,amqps://", "", "#", "m:1)")
+	f.Add("tcp://", "", "/", "h:1?bogus=1")
 	f.Fuzz(func(t *testing.T, prefix, before, after, suffix string) {
 		s := prefix + "u:" + before + marker + after + "@" + suffix
 		spec, err := ParseURI(s)

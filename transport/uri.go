@@ -54,9 +54,3 @@ func (d Defaults) ApplyCredentials(login, password string) (string, string) {
 	}
 	return login, d.Password
 }
-
-// UseTLSFiles reports whether a TLS URI naming the given CA and client
-// certificate files should take d's instead.
-func (d Defaults) UseTLSFiles(tls bool, caFile, certFile string) bool {
-	return tls && caFile == "" && certFile == ""
-}

@@ -4,30 +4,44 @@ package uriredact
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
-// Redact hides the passcode of a URI-looking string however malformed it is:
-// in the part from the start of the authority (after the first "://", or from
-// the beginning when there is none before it) up to the last '@', everything
-// after the first ':' becomes "***" (a part without ':' is a login, shown). A
-// passcode always ends at an '@', so no part of it survives; an '@' in an option
-// value is over-redacted, which is harmless.
+// Redact hides the passcode of a URI-looking string however malformed it is.
+// The credentials are the part from the start of the authority (after the
+// first "://" that follows a well-formed scheme, or from the beginning) up to
+// the last '@'. When the scheme is one brokernet reads and the part holds a
+// ':', what follows that ':' becomes "***" and the login stays readable;
+// otherwise the whole part becomes "***": in a string of unknown shape a
+// "login" may as well be a passcode whose "user:" was read as the scheme
+// ("xu://secret@h"). A passcode always ends at an '@', so no part of it
+// survives; an '@' in an option value is over-redacted, which is harmless.
 func Redact(s string) string {
 	at := strings.LastIndex(s, "@")
 	if at < 0 {
 		return s
 	}
-	start := 0
-	if i := strings.Index(s, "://"); i >= 0 && i+3 <= at {
-		start = i + 3
+	start, known := 0, false
+	if i := strings.Index(s, "://"); i >= 0 && i+3 <= at && validScheme.MatchString(s[:i]) {
+		start, known = i+3, knownSchemes[strings.ToLower(s[:i])]
 	}
 	colon := strings.Index(s[start:at], ":")
-	if colon < 0 {
-		return s
+	if colon < 0 || !known {
+		return s[:start] + "***" + s[at:]
 	}
 	return s[:start+colon] + ":***" + s[at:]
 }
+
+// knownSchemes are the broker URI schemes brokernet parses (transport/endpoint).
+var knownSchemes = map[string]bool{
+	"stomp": true, "stomp+ssl": true, "stomp+tls": true, "stomps": true,
+	"amqp": true, "amqps": true, "amqp+ssl": true, "amqp+tls": true,
+	"tcp": true, "ssl": true,
+}
+
+// validScheme is RFC 3986's scheme syntax.
+var validScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 // CheckUserinfo refuses a URI whose credentials hold an unencoded '/', '?' or
 // '#': url.Parse ends the credentials at the first of them, so a passcode

@@ -28,7 +28,7 @@ func (u URI) Public() transport.URI {
 // certificate) and the reconnect policy from d.
 func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	u.User, u.Password = d.ApplyCredentials(u.User, u.Password)
-	if d.UseTLSFiles(u.TLS, u.CAFile, "") {
+	if u.TLS && u.CAFile == "" {
 		u.CAFile = d.CAFile
 	}
 	if d.Reconnect != (backoff.Policy{}) {

@@ -31,7 +31,7 @@ func (u URI) Public() transport.URI {
 // WithDefaults fills in credentials, TLS files and the reconnect policy from d.
 func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	u.Login, u.Passcode = d.ApplyCredentials(u.Login, u.Passcode)
-	if d.UseTLSFiles(u.TLS, u.CAFile, u.CertFile) {
+	if u.TLS && u.CAFile == "" && u.CertFile == "" {
 		u.CAFile, u.CertFile, u.KeyFile = d.CAFile, d.CertFile, d.KeyFile
 	}
 	if d.Reconnect != (backoff.Policy{}) {
