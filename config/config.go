@@ -184,9 +184,9 @@ type NetworkConnector struct {
 	// static URI); empty means learn it.
 	RemoteID string
 	// UserName and Password log in to the remote brokers this connector finds
-	// whose URI carries no password of its own (a login in it wins), as ActiveMQ's networkConnector
-	// userName/password do for every discovered broker. Gossip never carries
-	// credentials, so gossip peers need them here. Password is read from
+	// whose URI carries no password of its own (a login in it wins), as
+	// ActiveMQ's networkConnector userName/password do for every discovered
+	// broker. Gossip never carries credentials, so gossip peers need them here. Password is read from
 	// passwordFile; it is never logged.
 	UserName, Password string
 	// CAFile, CertFile and KeyFile are the TLS files for the TLS brokers
