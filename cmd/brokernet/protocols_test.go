@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // brokers are reached over OpenWire, and messages move on demand only.
 func TestBridgeOverOpenWireURIs(t *testing.T) {
 	a, b := startPair(t)
-	startBridgeProc(t, a.OpenWireURI(), b.OpenWireURI())
+	p := startBridgeProc(t, a.OpenWireURI(), b.OpenWireURI())
 
 	c := stomptest.Subscribe(t, b.StompURI(), "/queue/ow.orders")
 	waitConsumers(t, a, "ow.orders", 1)
@@ -21,6 +22,9 @@ func TestBridgeOverOpenWireURIs(t *testing.T) {
 	// above) leaves its messages on A.
 	stomptest.SendN(t, a.StompURI(), "/queue/ow.idle", 0, 10, true)
 	c.WaitDistinct(200, 60*time.Second)
+	if logs := p.logs.String(); !strings.Contains(logs, `"local_protocol":"openwire","remote_protocol":"openwire"`) {
+		t.Errorf("the bridge did not connect over OpenWire on both sides:\n%s", logs)
+	}
 	if d := c.Duplicates(); d != 0 {
 		t.Errorf("%d duplicates", d)
 	}
