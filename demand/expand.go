@@ -48,8 +48,11 @@ func NewExpander(opts Options) *Expander {
 	}
 }
 
-// Needed reports whether any wildcard could need narrowing: false when the
-// Filter is empty, so that callers can skip destination advisories.
+// Needed reports whether any wildcard, of remote demand or of a static
+// include (Table.Start), could need narrowing: false when the Filter is
+// empty, so that callers can skip destination advisories. Static includes
+// are narrowed only where an exclusion overlaps them, so the same test
+// covers them.
 func (x *Expander) Needed() bool {
 	return len(x.opts.Filter.Include) > 0 || len(x.opts.Filter.Exclude) > 0
 }
