@@ -70,6 +70,15 @@ type Config struct {
 	StableAfter time.Duration
 	// DrainTimeout bounds how long shutdown waits for in-flight messages. Default 30 s.
 	DrainTimeout time.Duration
+	// DurableOfflineTimeout is how long durable demand is kept for a remote
+	// durable subscription whose subscribers are all offline; then it is
+	// destroyed with the messages it kept (ActiveMQ's
+	// offlineDurableSubscriberTimeout, for the bridge's own durable
+	// subscriptions). 0, the default, keeps it until the remote durable
+	// subscription is seen destroyed: one destroyed while the bridge was away
+	// cannot be told from one whose subscriber is offline (see durables.go), so
+	// its demand then keeps accumulating.
+	DurableOfflineTimeout time.Duration
 	// Log receives one line per state change.
 	Log zerolog.Logger
 }
@@ -134,6 +143,9 @@ type Stats struct {
 	ForwardLatency *Histogram
 	// CommitBatch is the number of messages per confirmed remote transaction.
 	CommitBatch *Histogram
+	// DurablesDestroyed counts durable demand subscriptions destroyed on the
+	// local broker, with what they kept.
+	DurablesDestroyed atomic.Int64
 }
 
 // Bridge forwards messages from its local to its remote broker on demand.
@@ -166,6 +178,9 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.defaults()
 	if cfg.Window < 1 || cfg.MaxBatch < 1 {
 		return nil, fmt.Errorf("bridge %s: window and batch must be positive", cfg.Name)
+	}
+	if cfg.DurableOfflineTimeout < 0 {
+		return nil, fmt.Errorf("bridge %s: durable offline timeout %v is negative", cfg.Name, cfg.DurableOfflineTimeout)
 	}
 	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
 		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)

@@ -6,10 +6,12 @@ import (
 	"github.com/brokernet/brokernet/destination"
 )
 
-// topicDedup remembers the ids of recent topic messages while a topic has more
-// than one of our demand subscriptions (routes to several brokers, or a
-// subscription being replaced): the broker gives each a copy, and each message is
-// forwarded once. A ring bounds it.
+// topicDedup remembers the ids of recent forwarded topic messages: when a topic
+// has more than one of our demand subscriptions (routes to several brokers, one
+// per selector under conduit, or a subscription being replaced) the broker gives
+// each a copy, and each message is forwarded once. Every topic message is
+// remembered, as the copies of one may arrive after the subscription that
+// forwarded it retired. A ring bounds it.
 type topicDedup struct {
 	ids  map[string]struct{}
 	ring []string

@@ -56,6 +56,15 @@ type session struct {
 	dedup  topicDedup
 	replay replayState
 
+	// Durable demand across sessions (durables.go): the ledger as last saved,
+	// whether it is kept, durable demand names assumed to exist on the local
+	// broker but not seen this session, and the remote removal watch.
+	ledger        []ledgerEntry
+	ledgerVersion int64
+	ledgerOn      bool
+	uncertain     map[string]bool
+	offlineSince  map[string]time.Time // remote durable subscriptions by durableKeyOf
+
 	// backlog holds local deliveries taken from the stream while the window was
 	// full, in order: the stream is always read, so that confirmations behind
 	// deliveries are never stuck. The subscriptions' prefetch bounds it.
@@ -116,6 +125,8 @@ func newSession(b *Bridge) *session {
 		subs:           make(map[string]*demandSub),
 		waitingDurable: make(map[string]demand.Subscription),
 		dedup:          newTopicDedup(),
+		uncertain:      make(map[string]bool),
+		offlineSince:   make(map[string]time.Time),
 		replay:         newReplayState(),
 		retryDue:       make(chan struct{}, 1),
 		releaseDue:     make(chan struct{}, 1),
@@ -167,6 +178,13 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.watchDestinations(ctx, opts); err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
+	}
+	if li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
+		// Durable demand that outlives the bridge (durables.go).
+		s.ledgerOn = true
+		if err := s.restoreDurables(ctx); err != nil {
+			return err
+		}
 	}
 
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
@@ -250,6 +268,12 @@ func brokerID(ctx context.Context, c transport.Conn, override string) (string, e
 func (s *session) loop(ctx, wctx context.Context) error {
 	var drainDeadline <-chan time.Time
 	draining := false
+	var expire <-chan time.Time
+	if s.cfg.DurableOfflineTimeout > 0 && s.ledgerOn {
+		t := time.NewTicker(min(max(s.cfg.DurableOfflineTimeout/4, 100*time.Millisecond), time.Minute))
+		defer t.Stop()
+		expire = t.C
+	}
 	for {
 		if draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
 			return s.closeGracefully(wctx)
@@ -290,6 +314,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.releaseHeld(wctx)
 		case se := <-s.sourceEvents:
 			err = s.onSourceEvent(wctx, se)
+		case <-expire:
+			err = s.expireDurables(wctx)
 		}
 		if err != nil {
 			return err

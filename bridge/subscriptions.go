@@ -44,6 +44,10 @@ func (ds *demandSub) busy() bool { return len(ds.pending) > 0 || ds.settling > 0
 
 // apply carries out the table's changes on the local broker, in order.
 func (s *session) apply(ctx context.Context, changes []demand.Change) error {
+	// Recorded first, so that durable demand is in the ledger before it exists.
+	if err := s.saveLedger(ctx); err != nil {
+		return err
+	}
 	for _, ch := range changes {
 		switch ch.Kind {
 		case demand.Subscribe:
@@ -87,6 +91,7 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 			return err
 		}
 		ts.DurableName = sub.DurableName
+		delete(s.uncertain, sub.DurableName) // exists once subscribed
 	}
 	if sub.Static && strings.ContainsAny(sub.Destination.Name, "*>") {
 		// A wildcard subscription may deliver destinations that must not be
@@ -267,9 +272,15 @@ func (s *session) destroyDurable(ctx context.Context, sub demand.Subscription) e
 	if err != nil {
 		return err
 	}
+	if s.uncertain[sub.DurableName] {
+		if err := s.destroyUncertain(ctx, p, sub); err != nil {
+			return err
+		}
+	}
 	if err := p.conn.DestroyDurable(ctx, transport.Subscription{ID: sub.ID, Destination: sub.Destination, DurableName: sub.DurableName}); err != nil {
 		return p.errorf(err)
 	}
+	s.b.stats.DurablesDestroyed.Add(1)
 	s.log.Info().Str("destination", sub.Destination.String()).Str("durable", sub.DurableName).Msg("durable demand destroyed")
 	return nil
 }

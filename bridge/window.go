@@ -86,19 +86,29 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	var forIDs []string
+	// A message without id cannot be recognised (its copies are not told apart).
+	topic := ds.sub.Destination.Kind == destination.Topic && m.ID != ""
 	if ds.sub.Destination.Kind == destination.Topic {
-		var routes int
-		forIDs, routes = s.topicRoutes(m.Destination)
-		if routes > 1 && m.ID != "" {
-			if s.dedup.seen(m.ID) {
-				// Another of our subscriptions forwarded this message: settle it
-				// in order with this subscription's others.
-				e.done = true
-				ds.pending = append(ds.pending, e)
-				s.markDirty(ds)
-				s.b.stats.Duplicates.Add(1)
-				return nil
-			}
+		forIDs, _ = s.topicRoutes(m.Destination)
+	}
+	if topic {
+		// Every topic message is checked, whatever the number of our
+		// subscriptions on the topic now: the copy of one that retired since
+		// may already have gone out.
+		if s.dedup.seen(m.ID) {
+			// Another of our subscriptions forwarded this message: settle it
+			// in order with this subscription's others.
+			e.done = true
+			ds.pending = append(ds.pending, e)
+			s.markDirty(ds)
+			s.b.stats.Duplicates.Add(1)
+			return nil
+		}
+	}
+	// taken records a topic message that goes out (or to the dead-letter
+	// queue), so that other copies of it are settled without forwarding.
+	taken := func() {
+		if topic {
 			s.dedup.remember(m.ID)
 		}
 	}
@@ -108,6 +118,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	}
 	switch n := s.b.refusals.count(m.ID); {
 	case n >= s.cfg.MaxRefusals:
+		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
@@ -119,12 +130,14 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 			s.backlog = append([]transport.Event{ev}, s.backlog...)
 			return nil
 		}
+		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		s.open = &txn{solo: true}
 		s.isolating = true
 		return s.send(ctx, e)
 	}
+	taken()
 	ds.pending = append(ds.pending, e)
 	s.inFlight++
 	return s.send(ctx, e)

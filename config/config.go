@@ -175,6 +175,10 @@ type NetworkConnector struct {
 	// ReplayRateLimit caps replayed messages per second; 0 means no limit
 	// (ActiveMQ's conditionalNetworkBridgeFilterFactory rateLimit).
 	ReplayRateLimit int
+	// DurableOfflineTimeout destroys durable demand whose remote durable
+	// subscribers were all offline this long, with what it kept; 0 (the
+	// default) never does (bridge.Config.DurableOfflineTimeout).
+	DurableOfflineTimeout time.Duration
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string

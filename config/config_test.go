@@ -236,6 +236,11 @@ func TestValues(t *testing.T) {
 				t.Errorf("reconnect %+v replay %v", nc.Reconnect, nc.ReplayDelay)
 			}
 		}},
+		{"a durable offline timeout", "durableOfflineTimeout = \"1h\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.DurableOfflineTimeout != time.Hour {
+				t.Errorf("durableOfflineTimeout %v", nc.DurableOfflineTimeout)
+			}
+		}},
 		{"an integer multiplier is a number", "backOffMultiplier = 3", func(t *testing.T, nc NetworkConnector) {
 			if nc.Reconnect.Multiplier != 3 {
 				t.Errorf("multiplier %v", nc.Reconnect.Multiplier)

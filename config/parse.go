@@ -32,6 +32,7 @@ var (
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
+		"durableOfflineTimeout",
 		"userName", "passwordFile", "caFile", "certFile", "keyFile",
 	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
@@ -335,6 +336,9 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	t.boolean("replayWhenNoConsumers", &nc.ReplayWhenNoConsumers)
 	if v, ok := t.duration("replayDelay"); ok {
 		nc.ReplayDelay = v
+	}
+	if v, ok := t.duration("durableOfflineTimeout"); ok {
+		nc.DurableOfflineTimeout = v
 	}
 	if n, ok := t.integer("replayRateLimit"); ok {
 		if n < 0 {

@@ -134,6 +134,9 @@ func (c *Config) Validate() error {
 		if nc.ReplayDelay < 0 {
 			add(tbl, "replayDelay", "want at least 0, got %s", nc.ReplayDelay)
 		}
+		if nc.DurableOfflineTimeout < 0 {
+			add(tbl, "durableOfflineTimeout", "want at least 0, got %s", nc.DurableOfflineTimeout)
+		}
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
 			add(tbl, "remoteId", "only for a connector to one broker (stomp://... or static:(one URI))")
 		}

@@ -196,13 +196,21 @@ func runChurn(t *testing.T, o Options, seed uint64, events int) {
 					t.Fatalf("replay of local %s changed the table: %+v", id, d)
 				}
 			}
-		default: // the remote side reconnects: reset, start, then the replay
+		default: // the remote side reconnects (or the bridge restarts): reset, start, then the replay
 			live := maps.Clone(m.remote)
 			changes := tbl.Reset()
 			m.reset()
 			record(changes, Decision{Action: Removed})
 			if tbl.Len() != 0 || len(b.live) != 0 {
 				t.Fatalf("Reset left %d subscriptions", tbl.Len())
+			}
+			if r == 99 {
+				restart(t, &tbl, o, b)
+				seen["restart"]++
+				// The new table learns the local broker's consumers from its replay.
+				for _, id := range slices.Sorted(maps.Keys(m.local)) {
+					applyLocal(added(m.local[id]))
+				}
 			}
 			if g.pick(2) == 0 {
 				start()
@@ -217,7 +225,7 @@ func runChurn(t *testing.T, o Options, seed uint64, events int) {
 		}
 	}
 	m.check(t, tbl)
-	mustSee := []string{"added", "removed", "left", "suppressed", "replaced", "+r", "-r", "replay+", "replay-",
+	mustSee := []string{"added", "removed", "left", "suppressed", "replaced", "+r", "-r", "replay+", "replay-", "restart",
 		ReasonBrowser, ReasonLoop, ReasonConsumerTTL, ReasonReplay, ReasonTemporary, ReasonExcluded,
 		ReasonDuplicate, ReasonUnknownConsumer, ReasonUnknownDurable}
 	if o.Conduit {
@@ -349,4 +357,37 @@ func FuzzTable(f *testing.F) {
 			t.Fatalf("Reset left %d subscriptions, %d on the broker, %d slots", tbl.Len(), b.size(), len(tbl.slots))
 		}
 	})
+}
+
+// restart replaces *tbl by a new table restored from its Durables, as a
+// restarted bridge does from its ledger, and checks that the new table keeps
+// exactly the durable subscriptions the broker keeps, under the same names,
+// with none of them stale. The broker's kept subscriptions take the new IDs.
+func restart(t *testing.T, tbl **Table, o Options, b *broker) {
+	t.Helper()
+	recs := (*tbl).Durables()
+	nt := New(o)
+	if skipped := nt.Restore(recs); skipped != 0 {
+		t.Fatalf("Restore skipped %d of %+v", skipped, recs)
+	}
+	kept := nt.InactiveDurables()
+	if len(kept) != len(b.kept) {
+		t.Fatalf("restored %d kept durables, broker keeps %d", len(kept), len(b.kept))
+	}
+	for _, k := range kept {
+		old, ok := b.kept[k.DurableName]
+		if !ok || old.Selector != k.Selector || old.Destination != k.Destination {
+			t.Fatalf("restored %+v, broker keeps %+v", k, old)
+		}
+		b.kept[k.DurableName] = k
+	}
+	var held []Subscription
+	for _, k := range b.kept {
+		held = append(held, k)
+	}
+	if stale := nt.StaleDurables(held); len(stale) != 0 {
+		t.Fatalf("after a restart, stale %+v", stale)
+	}
+	*tbl = nt
+	b.check(t, nt)
 }

@@ -29,8 +29,10 @@ func TestOrSelectors(t *testing.T) {
 	}
 }
 
-// TestConduitSelectorReplacement walks the OR of a conduit subscription's
-// selectors through joins and leaves, checking each replacement: the new
+// TestConduitSelectorReplacement walks the OR of a queue conduit
+// subscription's selectors through joins and leaves (topics keep one
+// subscription per selector instead, see TestTopicConduitPerSelector),
+// checking each replacement: the new
 // subscription comes first and names the old, the old one's retirement
 // follows and names the new.
 func TestConduitSelectorReplacement(t *testing.T) {
@@ -116,6 +118,64 @@ func TestConduitSelectorReplacement(t *testing.T) {
 						t.Fatalf("step %d: new selector %q carries user %q", i, nw.Sub.Selector, u)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestTopicConduitPerSelector checks the topic conduit rule: one
+// subscription per distinct user selector, shared by the consumers with that
+// selector, created and removed without ever replacing a subscription that
+// still serves a consumer (its pending topic messages would be lost).
+func TestTopicConduitPerSelector(t *testing.T) {
+	sel := func(id, s string) advisory.Consumer { return withSelector(plain(id, tPrices), s) }
+	tests := []struct {
+		name  string
+		steps []step
+		users []string // the live subscriptions' user selectors afterwards, sorted
+	}{
+		{"a second selector joining and leaving leaves the first alone", []step{
+			{ev: added(sel("c1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(sel("c2", "b = 2")), action: Added, changes: subOnly},
+			{ev: removed("c2"), action: Removed, changes: unsubOnly},
+			{ev: added(sel("c3", "b = 2")), action: Added, changes: subOnly},
+			{ev: removed("c3"), action: Removed, changes: unsubOnly},
+		}, []string{"a = 1"}},
+		{"the same selector shares a subscription until its last consumer leaves", []step{
+			{ev: added(sel("c1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(sel("c2", "a = 1")), action: Joined},
+			{ev: removed("c1"), action: Left},
+			{ev: added(sel("c3", "b = 2")), action: Added, changes: subOnly},
+			{ev: removed("c2"), action: Removed, changes: unsubOnly},
+		}, []string{"b = 2"}},
+		{"a consumer without selector gets its own and narrows nothing", []step{
+			{ev: added(sel("c1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(plain("c2", tPrices)), action: Added, changes: subOnly},
+			{ev: added(sel("c3", "  ")), action: Joined}, // a blank selector is none
+			{ev: removed("c2"), action: Left},
+			{ev: removed("c3"), action: Removed, changes: unsubOnly},
+		}, []string{"a = 1"}},
+		{"a consumer changing its selector moves between subscriptions", []step{
+			{ev: added(sel("c1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(sel("c2", "a = 1")), action: Joined},
+			{ev: added(sel("c2", "b = 2")), action: Added, changes: subOnly},
+			{ev: added(sel("c1", "b = 2")), action: Joined, changes: unsubOnly},
+		}, []string{"b = 2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tbl := New(opts())
+			runSteps(t, tbl, tt.steps)
+			var users []string
+			for _, s := range tbl.Subscriptions() {
+				users = append(users, s.UserSelector)
+				if s.Replay || s.Static || s.DurableName != "" {
+					t.Fatalf("unexpected subscription %+v", s)
+				}
+			}
+			slices.Sort(users)
+			if !slices.Equal(users, tt.users) {
+				t.Fatalf("user selectors %q, want %q", users, tt.users)
 			}
 		})
 	}

@@ -15,6 +15,35 @@
 // narrowed to the local destinations Destination reports. After every call the table reconciles each
 // subscription it wants with the one the local broker holds, so the Changes
 // it returns are always the difference between two consistent states.
+//
+// # Selectors under conduit
+//
+// A conduit shares demand between the plain remote consumers of one
+// destination. A queue's shared subscription selects the OR of their
+// selectors and is replaced (new one first) when the OR changes: what the
+// old subscription held unacknowledged goes back to the queue at its
+// UNSUBSCRIBE, so a replacement loses nothing. A topic is different: the
+// broker discards what it holds for a subscription (dispatched but not
+// acknowledged, or pending behind a full prefetch) when that subscription
+// goes, and a non-durable topic copy is never redelivered, so replacing a
+// topic subscription while its consumers remain loses up to a prefetch and
+// a backlog each time (issue 8, defect 1). Topic demand is therefore one
+// subscription per distinct user selector: consumers with the same selector
+// share it, a consumer without selector gets an unfiltered one of its own,
+// and each goes only with its last consumer, which wants none of what it
+// held. A message that several of them select reaches the bridge once per
+// subscription, and the bridge forwards it once (message-id
+// de-duplication across its subscriptions on one topic).
+//
+// Durable topic demand follows the same rule, which also makes each durable
+// demand subscription's name depend only on its topic and selector: another
+// subscriber's selector coming or going never destroys what the local broker
+// keeps for an offline durable subscriber (issue 8, defect 2). The remote
+// durable subscriptions a table tracks, online or not, can be saved
+// (Durables) and restored into a new table (Restore), as the remote broker's
+// advisories never list offline ones; StaleDurables then names the durable
+// demand no remote durable subscription produces any more, and Forget drops
+// one offline too long.
 package demand
 
 import (
@@ -52,8 +81,9 @@ type Subscription struct {
 	// subscription's is built by advisory.ReplaySelector instead.
 	Selector string
 	// UserSelector is the user part of Selector: the remote consumer's own
-	// selector, or for a conduit subscription the OR of its consumers'
-	// selectors; "" for none.
+	// selector, the selector shared by a topic conduit subscription's
+	// consumers, or for a queue conduit subscription the OR of its
+	// consumers' selectors; "" for none.
 	UserSelector string
 	// Priority is the consumer priority to subscribe with.
 	Priority int
@@ -71,7 +101,10 @@ type Subscription struct {
 	// selector is not empty, when the subscription serves one remote durable
 	// subscription rather than a conduit of them, or when sanitizing changed
 	// the topic name. It depends on nothing else, so a restarted bridge
-	// finds the durable subscription, and the messages it kept, again.
+	// finds the durable subscription, and the messages it kept, again, and
+	// as a conduit keeps one durable subscription per selector, the name of
+	// a remote durable subscriber's demand never changes while that remote
+	// subscription exists with its selector.
 	DurableName string
 	// Static is true for a subscription created by Start for a static
 	// include.
@@ -126,9 +159,10 @@ type Change struct {
 	// consumer left, and those still served when it comes from Reset.
 	Sub Subscription
 	// Replaces is set on a Subscribe that replaces the subscription with
-	// this id, because what the demand needs changed (a conduit
-	// subscription's OR of selectors, a consumer's own selector, the
-	// selector of a replay subscription). The Unsubscribe of the old
+	// this id, because what the demand needs changed (a queue conduit
+	// subscription's OR of selectors, a solo consumer's own selector, the
+	// selector of a replay subscription). A topic conduit subscription is
+	// never replaced (see the package documentation). The Unsubscribe of the old
 	// subscription, with ReplacedBy set, follows (see above for the one
 	// exception). The bridge keeps the old one until its in-flight messages
 	// are confirmed, and drops topic messages that reach it through both
@@ -512,6 +546,9 @@ func (t *Table) add(c advisory.Consumer) *slot {
 		}
 	} else if !conduit {
 		key.id = c.ID
+	}
+	if conduit && c.Destination.Kind == destination.Topic {
+		key.selector = c.Selector
 	}
 	s := t.slotFor(key)
 	if len(s.members) == 0 && len(s.records) == 0 {

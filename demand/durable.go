@@ -3,7 +3,9 @@ package demand
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/brokernet/brokernet/advisory"
@@ -38,6 +40,7 @@ func (k durableKey) String() string {
 // durableRec is one remote durable subscription.
 type durableRec struct {
 	key      durableKey
+	c        advisory.Consumer // the last consumer seen for it
 	dest     destination.Destination
 	selector string
 	active   map[string]struct{} // ids of its online consumers
@@ -63,6 +66,7 @@ func (t *Table) durableFor(c advisory.Consumer) *durableRec {
 		t.touch(rec.dest)
 	}
 	rec.selector = c.Selector
+	rec.c = c
 	return rec
 }
 
@@ -109,7 +113,8 @@ func sanitize(s string, n int) (out string, exact bool) {
 }
 
 // durableName returns the name of a durable group's subscription with the
-// user selector user (see Subscription.DurableName). The hash covers the
+// user selector user (see Subscription.DurableName). A conduit group has one
+// selector for its whole life (slotKey.selector), so its name never changes. The hash covers the
 // exact topic name, the selector and, for a solo group, the remote durable
 // subscription and the tag's origin, so that different selectors or remote
 // subscriptions get different names and a lossy sanitization cannot merge
@@ -183,4 +188,152 @@ func (t *Table) applyDurableRemoved(ev advisory.Event) ([]Change, Decision) {
 	}
 	d.Action = Removed
 	return t.settle(), d
+}
+
+// RemoteDurable is a remote durable subscription the table tracks, online or
+// not, in the form the bridge persists on the local broker: a bridge that
+// restarts, or reconnects, learns from the remote advisory replay only about
+// the durable subscribers that are online (ActiveMQ replays consumers, and an
+// offline durable subscriber is not one), so it restores the others with
+// Restore.
+type RemoteDurable struct {
+	// Consumer is the last consumer seen for the subscription, without its ID:
+	// destination, selector, subscription name, client id, path and flags,
+	// with the priority, origin and bridge flag of the consumer that fixed its
+	// demand subscription's tag and priority.
+	Consumer advisory.Consumer `json:"consumer"`
+	// DemandName is the DurableName of the local durable subscription that
+	// serves it when it was recorded.
+	DemandName string `json:"demand_name"`
+	// Online is true while a consumer of it is online (ignored by Restore).
+	Online bool `json:"online,omitempty"`
+}
+
+// Durables returns the remote durable subscriptions the table tracks, in key
+// order, for the bridge to persist.
+func (t *Table) Durables() []RemoteDurable {
+	keys := slices.SortedFunc(maps.Keys(t.durables), func(a, b durableKey) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]RemoteDurable, 0, len(keys))
+	for _, k := range keys {
+		rec := t.durables[k]
+		c := rec.c
+		c.ID = ""
+		c.Path = slices.Clone(c.Path)
+		rd := RemoteDurable{Consumer: c, Online: len(rec.active) > 0}
+		if s := rec.slot; s != nil {
+			// What fixed the demand's tag and priority, so that Restore
+			// derives the same subscription, name included.
+			rd.Consumer.Priority, rd.Consumer.Origin, rd.Consumer.Bridge = s.ident.Priority, s.ident.Origin, s.ident.Bridge
+			switch {
+			case s.cur != nil:
+				rd.DemandName = s.cur.DurableName
+			case s.kept != nil:
+				rd.DemandName = s.kept.DurableName
+			}
+		}
+		out = append(out, rd)
+	}
+	return out
+}
+
+// Restore adds remote durable subscriptions recorded earlier (Durables) that
+// the table does not know, as offline: their demand is kept inactive on the
+// local broker, where it is assumed to exist already, so Restore returns no
+// Changes. A durable subscriber that is online is replayed by the remote
+// broker and becomes active as usual; one that was destroyed meanwhile
+// stays until its DurableRemoved, or, if that was missed, for good: the
+// remote advisories do not list inactive durable subscriptions, so the
+// table cannot tell a destroyed one from an offline one and errs on the side
+// of keeping messages. Entries that Apply would ignore (a queue, a rejected
+// consumer, no subscription name) are skipped and counted in the result.
+//
+// The bridge calls Restore after New or Reset and before the remote
+// advisories.
+func (t *Table) Restore(recs []RemoteDurable) (skipped int) {
+	for _, rd := range recs {
+		c := normalize(rd.Consumer)
+		c.ID = ""
+		key := durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}
+		if !isDurable(c) || t.reject(c) != "" {
+			skipped++
+			continue
+		}
+		if _, ok := t.durables[key]; ok {
+			continue
+		}
+		conduit := t.opts.Conduit && len(c.Path) == 0
+		rec := t.durableFor(c)
+		k := slotKey{dest: c.Destination, kind: demandSlot, durable: true}
+		if conduit {
+			k.selector = c.Selector
+		} else {
+			k.id = rec.key.String()
+		}
+		s := t.slotFor(k)
+		if len(s.members) == 0 && len(s.records) == 0 {
+			t.identify(s, c, conduit, true)
+		}
+		rec.slot = s
+		s.records[rec.key] = rec
+		if s.cur == nil && s.kept == nil {
+			t.seq++
+			kept := *t.demandSpec(s)
+			kept.ID = subIDPrefix + strconv.FormatUint(t.seq, 10)
+			s.kept = &kept
+		}
+	}
+	return skipped
+}
+
+// StaleDurables decides which durable demand subscriptions on the local
+// broker no remote durable subscription wants any more. held lists those the
+// local broker holds for this bridge (at least DurableName and Destination
+// set), as the bridge recorded them; every one whose DurableName is not the
+// name of a live or kept subscription of the table is returned as an
+// Unsubscribe with DestroyDurable and a fresh ID, in name order: a remote
+// durable subscriber that unsubscribed while the bridge was away, or demand
+// made under an older naming rule.
+//
+// The bridge calls it only once the remote advisory replay is complete and
+// Restore was applied, so that every remote durable subscription the table
+// can know of is known.
+func (t *Table) StaleDurables(held []Subscription) []Change {
+	wanted := make(map[string]bool)
+	for _, s := range t.slots {
+		if s.cur != nil && s.cur.DurableName != "" {
+			wanted[s.cur.DurableName] = true
+		}
+		if s.kept != nil {
+			wanted[s.kept.DurableName] = true
+		}
+	}
+	held = slices.Clone(held)
+	slices.SortFunc(held, func(a, b Subscription) int { return strings.Compare(a.DurableName, b.DurableName) })
+	var out []Change
+	for i, h := range held {
+		if h.DurableName == "" || wanted[h.DurableName] || i > 0 && held[i-1].DurableName == h.DurableName {
+			continue
+		}
+		t.seq++
+		sub := Subscription{ID: subIDPrefix + strconv.FormatUint(t.seq, 10), Destination: h.Destination, DurableName: h.DurableName}
+		out = append(out, Change{Kind: Unsubscribe, Sub: sub, DestroyDurable: true})
+	}
+	return out
+}
+
+// Forget forgets the remote durable subscription of consumer c (as recorded
+// by Durables) if no consumer of it is online, as if its DurableRemoved had
+// been seen, and returns the Changes: the destruction of its durable demand
+// unless another remote durable subscription still needs it. The bridge
+// uses it for subscriptions offline longer than it may keep messages for
+// them: whether one was destroyed while the bridge was away cannot be told
+// from the remote broker's advisories. It reports whether c was forgotten.
+func (t *Table) Forget(c advisory.Consumer) ([]Change, bool) {
+	c = normalize(c)
+	rec, ok := t.durables[durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}]
+	if !ok || len(rec.active) > 0 {
+		return nil, false
+	}
+	t.detachRecord(rec)
+	return t.settle(), true
 }

@@ -2,6 +2,7 @@ package demand
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,25 +54,32 @@ func TestDurableDemand(t *testing.T) {
 			{ev: removed("d2"), action: Removed, changes: []string{"-destroy"}},
 			{ev: destroyed("s1"), action: Ignored, reason: ReasonUnknownDurable},
 		}},
-		{"durable selectors are OR-ed over online and offline durables", nil, []step{
+		{"each durable selector has its own subscription, kept while its remote durable exists", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
-			{ev: added(durableSub("d2", "s2", "b = 2")), action: Joined, changes: []string{"+r", "-rdestroy"}},
-			{ev: removed("d2"), action: Left},                                            // s2 offline keeps selecting b = 2
-			{ev: destroyed("s2"), action: Removed, changes: []string{"+r", "-rdestroy"}}, // back to a = 1
+			{ev: added(durableSub("d2", "s2", "b = 2")), action: Added, changes: subOnly}, // a = 1 untouched
+			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},              // s2 offline keeps b = 2
+			{ev: destroyed("s2"), action: Removed, changes: []string{"-destroy"}},
 			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
 		}},
-		{"a kept durable whose selector must change is destroyed", nil, []step{
+		{"another selector coming and going never touches an offline durable's backlog", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
-			{ev: added(durableSub("d2", "s2", "b = 2")), action: Joined, changes: []string{"+r", "-rdestroy"}},
-			{ev: removed("d1"), action: Left},
+			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
+			{ev: added(durableSub("d2", "s2", "b = 2")), action: Added, changes: subOnly},
 			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
 			{ev: destroyed("s2"), action: Removed, changes: []string{"-destroy"}},
-			{ev: added(durableSub("d3", "s1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(durableSub("d3", "s1", "a = 1")), action: Added, changes: subOnly}, // reactivates a = 1
+		}},
+		{"durables with the same selector share one subscription", nil, []step{
+			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
+			{ev: added(durableSub("d2", "s2", "a = 1")), action: Joined},
+			{ev: removed("d1"), action: Left},
+			{ev: destroyed("s1"), action: Removed}, // s2 still needs it
+			{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
 		}},
 		{"a reconnecting durable subscriber with a new selector re-creates it", nil, []step{
 			{ev: added(durableSub("d1", "s1", "a = 1")), action: Added, changes: subOnly},
 			{ev: removed("d1"), action: Removed, changes: []string{"-keep"}},
-			{ev: added(durableSub("d2", "s1", "c = 3")), action: Added, changes: []string{"+r", "-rdestroy"}},
+			{ev: added(durableSub("d2", "s1", "c = 3")), action: Added, changes: []string{"+", "-destroy"}},
 		}},
 		{"without conduit each remote durable subscription has its own", func(o *Options) { o.Conduit = false }, []step{
 			{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
@@ -224,8 +232,16 @@ func TestDurableNames(t *testing.T) {
 	if a, b := name("L", "a b", ""), name("L", "a_b", ""); a == b {
 		t.Errorf("topics %q and %q share the name %q", "a b", "a_b", a)
 	}
-	if a, b := name("L", "prices", "a = 1", "b = 2"), name("L", "prices", "b = 2", "a = 1"); a != b {
-		t.Errorf("the OR of the same selectors gives %q and %q", a, b)
+	// A second selector gets its own subscription; the first keeps its name.
+	tbl := New(opts())
+	ch, _ := tbl.Apply(added(durableSub("d1", "s1", "a = 1")))
+	first := ch[0].Sub.DurableName
+	ch, _ = tbl.Apply(added(durableSub("d2", "s2", "b = 2")))
+	if len(ch) != 1 || ch[0].Kind != Subscribe || ch[0].Sub.DurableName == first || ch[0].Replaces != "" {
+		t.Errorf("a second durable selector gives %+v", ch)
+	}
+	if subs := tbl.Subscriptions(); len(subs) != 2 || subs[0].DurableName != first {
+		t.Errorf("after a second selector: %+v, want %s kept", subs, first)
 	}
 }
 
@@ -245,5 +261,137 @@ func TestNetworkDurableIsNeverSuppressed(t *testing.T) {
 	s := tbl.Subscriptions()[0]
 	if s.DurableName == "" || s.DurableName == "bn_L_prices" {
 		t.Fatalf("network durable demand %+v, want a name of its own", s)
+	}
+}
+
+// TestRestoreAndStaleDurables follows a bridge restart: the remote durable
+// subscriptions recorded before are restored as offline, a replayed one
+// reactivates its demand under the same name, and only durable demand that
+// no remote durable subscription wants is destroyed.
+func TestRestoreAndStaleDurables(t *testing.T) {
+	before := New(opts())
+	b := newBroker()
+	for _, ev := range []advisory.Event{
+		added(durableSub("d1", "s1", "k = 'a'")), removed("d1"), // offline with a backlog
+		added(durableSub("d2", "s2", "k = 'b'")), // online
+		added(durableSub("d3", "s3", "k = 'c'")), removed("d3"),
+	} {
+		ch, _ := before.Apply(ev)
+		b.apply(t, ch)
+	}
+	recs := before.Durables()
+	if len(recs) != 3 || recs[0].Consumer.ID != "" || recs[0].Consumer.SubscriptionName != "s1" || recs[0].DemandName == "" {
+		t.Fatalf("Durables() = %+v", recs)
+	}
+	names := map[string]string{} // subscription name -> demand name
+	var held []Subscription
+	for _, r := range recs {
+		names[r.Consumer.SubscriptionName] = r.DemandName
+		held = append(held, Subscription{Destination: r.Consumer.Destination, DurableName: r.DemandName})
+	}
+	// The bridge restarts: s3 was destroyed meanwhile (its removal missed)
+	// and forgotten by the record; an older naming rule left one more name.
+	held = append(held, Subscription{Destination: tPrices, DurableName: "bn_L_prices_0123456789ab"})
+	after := New(opts())
+	if skipped := after.Restore(recs[:2]); skipped != 0 {
+		t.Fatalf("Restore skipped %d", skipped)
+	}
+	if ch, _ := after.Apply(advisory.Event{}); len(ch) != 0 {
+		t.Fatalf("an invalid event after Restore changed %+v", ch)
+	}
+	kept := after.InactiveDurables()
+	if len(kept) != 2 || kept[0].DurableName != names["s1"] || kept[1].DurableName != names["s2"] {
+		t.Fatalf("restored %+v, want %s and %s kept", kept, names["s1"], names["s2"])
+	}
+	// The broker as the restarted bridge finds it.
+	b = newBroker()
+	for _, k := range kept {
+		b.kept[k.DurableName] = k
+	}
+	runStepsOn(t, after, b, []step{
+		{ev: added(durableSub("d4", "s2", "k = 'b'")), action: Added, changes: subOnly}, // replayed: reactivates
+	})
+	if s := after.Subscriptions(); len(s) != 1 || s[0].DurableName != names["s2"] {
+		t.Fatalf("reactivated %+v, want %s", s, names["s2"])
+	}
+	stale := after.StaleDurables(held)
+	var got []string
+	for _, ch := range stale {
+		if ch.Kind != Unsubscribe || !ch.DestroyDurable || ch.Sub.ID == "" || ch.Sub.Destination != tPrices {
+			t.Fatalf("stale change %+v", ch)
+		}
+		got = append(got, ch.Sub.DurableName)
+	}
+	want := []string{"bn_L_prices_0123456789ab", names["s3"]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("stale %q, want %q", got, want)
+	}
+	// A missed-then-seen destruction of a restored durable destroys it.
+	runStepsOn(t, after, b, []step{
+		{ev: destroyed("s1"), action: Removed, changes: []string{"-destroy"}},
+	})
+	if recs := after.Durables(); len(recs) != 1 || recs[0].DemandName != names["s2"] {
+		t.Fatalf("Durables() after = %+v", recs)
+	}
+	// Restore ignores what it knows and what Apply would refuse.
+	q := durableSub("", "sq", "")
+	q.Destination = qOrders
+	if skipped := after.Restore([]RemoteDurable{recs[0], {Consumer: q}, {Consumer: plain("", tPrices)}}); skipped != 2 {
+		t.Fatalf("Restore skipped %d, want 2", skipped)
+	}
+}
+
+// TestStaleDurablesKeepsWantedNames checks that nothing the table holds,
+// live or kept, is ever stale.
+func TestStaleDurablesKeepsWantedNames(t *testing.T) {
+	tbl := New(opts())
+	b := runSteps(t, tbl, []step{
+		{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
+		{ev: added(durableSub("d2", "s2", "x = 1")), action: Added, changes: subOnly},
+		{ev: removed("d2"), action: Removed, changes: []string{"-keep"}},
+	})
+	var held []Subscription
+	for _, s := range b.live {
+		held = append(held, s)
+	}
+	for _, s := range b.kept {
+		held = append(held, s, s) // duplicates too
+	}
+	if stale := tbl.StaleDurables(held); len(stale) != 0 {
+		t.Fatalf("stale %+v", stale)
+	}
+}
+
+// TestForgetOfflineDurable checks that only an offline remote durable
+// subscription is forgotten, and that its demand goes only with the last
+// subscription that needs it.
+func TestForgetOfflineDurable(t *testing.T) {
+	tbl := New(opts())
+	b := runSteps(t, tbl, []step{
+		{ev: added(durableSub("d1", "s1", "")), action: Added, changes: subOnly},
+		{ev: added(durableSub("d2", "s2", "")), action: Joined},
+		{ev: removed("d2"), action: Left},
+	})
+	if recs := tbl.Durables(); len(recs) != 2 || !recs[0].Online || recs[1].Online {
+		t.Fatalf("Durables() = %+v", recs)
+	}
+	if _, ok := tbl.Forget(durableSub("", "s1", "")); ok {
+		t.Fatal("forgot an online durable subscription")
+	}
+	ch, ok := tbl.Forget(durableSub("", "s2", ""))
+	if !ok || len(ch) != 0 {
+		t.Fatalf("forgetting s2 while s1 shares the demand: %v %+v", ok, ch)
+	}
+	b.apply(t, ch)
+	runStepsOn(t, tbl, b, []step{{ev: removed("d1"), action: Removed, changes: []string{"-keep"}}})
+	ch, ok = tbl.Forget(durableSub("", "s1", ""))
+	if !ok || !slices.Equal(summary(ch), []string{"-destroy"}) {
+		t.Fatalf("forgetting the last: %v %q", ok, summary(ch))
+	}
+	b.apply(t, ch)
+	b.check(t, tbl)
+	if _, ok := tbl.Forget(durableSub("", "s1", "")); ok {
+		t.Fatal("forgot s1 twice")
 	}
 }

@@ -171,6 +171,7 @@ type mGroupKey struct {
 	dest    destination.Destination
 	durable bool
 	id      string
+	sel     string // topic conduits: one group per user selector
 }
 
 // statics returns the static include destinations while started.
@@ -266,6 +267,9 @@ func (m *model) expect() (live []mSub, mayKeep map[string]bool) {
 		k := mGroupKey{dest: c.Destination, durable: durable}
 		switch {
 		case conduit:
+			if c.Destination.Kind == destination.Topic {
+				k.sel = c.Selector
+			}
 		case durable:
 			k.id = keyOf(c).String()
 		default:
@@ -288,6 +292,8 @@ func (m *model) expect() (live []mSub, mayKeep map[string]bool) {
 		gk := mGroupKey{dest: rec.dest, durable: true}
 		if !(m.o.Conduit && k.path == "") {
 			gk.id = k.String()
+		} else {
+			gk.sel = blank(rec.selector)
 		}
 		g := group(gk)
 		g.recs = append(g.recs, rec)
@@ -319,6 +325,8 @@ func (m *model) expect() (live []mSub, mayKeep map[string]bool) {
 				recKey.dest = rec.dest
 				if !(m.o.Conduit && len(c.Path) == 0) {
 					recKey.id = keyOf(c).String()
+				} else {
+					recKey.sel = blank(rec.selector)
 				}
 			}
 			// A consumer whose durable subscription moved to another topic

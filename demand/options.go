@@ -31,12 +31,14 @@ type Options struct {
 	// RemoteID is the id of the remote broker, whose consumers create the
 	// demand and to which messages are forwarded.
 	RemoteID string
-	// Conduit makes plain remote consumers of one destination share one
-	// demand subscription, reference-counted by consumer; durable and
-	// non-durable consumers of a topic get separate ones. Unlike ActiveMQ's
-	// ConduitBridge, which drops the selectors, the shared subscription's
-	// user selector is the OR of its consumers' selectors ("" as soon as one
-	// consumer has none), re-issued as a replacement when that OR changes.
+	// Conduit makes plain remote consumers of one destination share demand
+	// subscriptions, reference-counted by consumer; durable and non-durable
+	// consumers of a topic get separate ones. Unlike ActiveMQ's
+	// ConduitBridge, which drops the selectors, selectors are kept: a queue's
+	// shared subscription selects the OR of its consumers' selectors ("" as
+	// soon as one consumer has none), re-issued as a replacement when that OR
+	// changes, while a topic gets one subscription per distinct selector
+	// (see the package documentation for why).
 	// A plain non-durable consumer whose destination a static include
 	// matches joins the static subscription instead, as in ActiveMQ.
 	// Consumers that are themselves network or brokernet demand

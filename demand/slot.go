@@ -36,6 +36,10 @@ type slotKey struct {
 	// consumer id for a solo non-durable group; durableKey.String() for a
 	// solo durable group.
 	id string
+	// selector is the user selector of a topic conduit group: topic demand
+	// is one group per distinct selector, so that no subscription is ever
+	// replaced while a consumer it serves remains (see conduitSelector).
+	selector string
 }
 
 // compare orders keys deterministically within one destination.
@@ -49,7 +53,10 @@ func (k slotKey) compare(o slotKey) int {
 		}
 		return -1
 	}
-	return strings.Compare(k.id, o.id)
+	if c := strings.Compare(k.id, o.id); c != 0 {
+		return c
+	}
+	return strings.Compare(k.selector, o.selector)
 }
 
 // slot holds what one demand group, static include or replay subscription
@@ -61,7 +68,8 @@ type slot struct {
 	path      []string // the tag's path: the demand's path plus RemoteID
 	origin    string   // the tag's origin
 	priority  int
-	route     routeKey // for candidates
+	route     routeKey          // for candidates
+	ident     advisory.Consumer // the consumer identify used, for Durables
 
 	members map[string]*member         // remote consumers served
 	records map[durableKey]*durableRec // durable groups: remote durable subscriptions, online or not
@@ -142,6 +150,7 @@ func conduitOrigin(remote string, dest destination.Destination, durable bool) st
 // first consumer c.
 func (t *Table) identify(s *slot, c advisory.Consumer, conduit, durable bool) {
 	t.unindex(s)
+	s.ident = c
 	if conduit {
 		s.path = []string{t.opts.RemoteID}
 	} else {

@@ -53,6 +53,7 @@ type bridgeFlags struct {
 	replay           bool
 	replayDelay      time.Duration
 	replayRate       int
+	durableOffline   time.Duration
 	localID          string
 	remoteID         string
 	logLevel         string
@@ -81,6 +82,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.replay, "replay-when-no-consumers", false, "send queue messages back to where their consumer went")
 	fs.DurationVar(&f.replayDelay, "replay-delay", 0, "how long a queue must lack local consumers before replaying")
 	fs.IntVar(&f.replayRate, "replay-rate-limit", 0, "most replayed messages per second (0: no limit)")
+	fs.DurationVar(&f.durableOffline, "durable-offline-timeout", 0, "destroy durable demand whose remote durable subscribers were all offline this long, with what it kept (0: never)")
 	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -142,12 +144,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
 			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: transport.Endpoints(g[1:]),
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
 				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: transport.Endpoints(g[1:]), Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, Log: log,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
 			})
 		}
 	}
@@ -223,6 +225,9 @@ func (f *bridgeFlags) demandOptions() (demand.Options, error) {
 	}
 	if f.replayDelay < 0 {
 		return demand.Options{}, usagef("--replay-delay %s: must not be negative", f.replayDelay)
+	}
+	if f.durableOffline < 0 {
+		return demand.Options{}, usagef("--durable-offline-timeout %s: must not be negative", f.durableOffline)
 	}
 	return demand.Options{
 		Conduit:               f.conduit,
