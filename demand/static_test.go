@@ -306,7 +306,8 @@ func TestStaticNarrowedLeavesOtherStatics(t *testing.T) {
 // After every step: no static subscription can receive an excluded
 // destination's messages (a wildcard one overlaps no exclusion, a concrete
 // one is permitted), and every known permitted destination a static include
-// matches is received by exactly one static subscription.
+// matches is received by exactly one static subscription, and every
+// permitted remote consumer is served by exactly one subscription.
 func TestStaticNarrowingKeepsTheRules(t *testing.T) {
 	includes := []string{"queue://orders.>", "queue://orders.eu.>", "*.x", "topic://news.>"}
 	excludes := []string{"queue://orders.secret.>", "queue://*.hidden", "topic://news.secret"}
@@ -321,7 +322,7 @@ func TestStaticNarrowingKeepsTheRules(t *testing.T) {
 	tbl := New(o)
 	b := newBroker()
 	known := map[destination.Destination]bool{}
-	consumers := map[string]bool{}
+	consumers := map[string]destination.Destination{}
 	seen := map[string]int{}
 	for i := range 4000 {
 		var changes []Change
@@ -333,8 +334,9 @@ func TestStaticNarrowingKeepsTheRules(t *testing.T) {
 			changes = tbl.Destination(advisory.DestinationEvent{Destination: d, Removed: removed})
 		case n < 14:
 			id := fmt.Sprintf("c%d", r.IntN(8))
-			changes, _ = tbl.Apply(added(plain(id, dests[r.IntN(len(dests))])))
-			consumers[id] = true
+			d := dests[r.IntN(len(dests))]
+			changes, _ = tbl.Apply(added(plain(id, d)))
+			consumers[id] = d
 		case n < 18:
 			id := fmt.Sprintf("c%d", r.IntN(8))
 			changes, _ = tbl.Apply(removed(id))
@@ -351,7 +353,11 @@ func TestStaticNarrowingKeepsTheRules(t *testing.T) {
 		b.apply(t, changes)
 		b.check(t, tbl)
 		var statics []Subscription
+		served := map[string]int{}
 		for _, s := range tbl.Subscriptions() {
+			for _, id := range s.Consumers {
+				served[id]++
+			}
 			if !s.Static {
 				continue
 			}
@@ -361,6 +367,11 @@ func TestStaticNarrowingKeepsTheRules(t *testing.T) {
 			}
 			if !s.Destination.IsWildcard() && !tbl.Permits(s.Destination) {
 				t.Fatalf("step %d: static subscription for forbidden %s", i, s.Destination)
+			}
+		}
+		for id, d := range consumers {
+			if want := map[bool]int{true: 1}[tbl.Permits(d)]; served[id] != want {
+				t.Fatalf("step %d: consumer %s of %s is served by %d subscriptions, want %d", i, id, d, served[id], want)
 			}
 		}
 		if !tbl.started {
