@@ -12,9 +12,10 @@
 // consumers other than the bridge's own to ApplyLocal, its destination
 // advisories to Destination (and, for wildcard demand, to an Expander), and
 // static includes are created by Start, those that exclusions overlap
-// narrowed to the local destinations Destination reports. After every call the table reconciles each
-// subscription it wants with the one the local broker holds, so the Changes
-// it returns are always the difference between two consistent states.
+// narrowed to the local destinations Destination reports. After every call
+// the table reconciles each subscription it wants with the one the local
+// broker holds, so the Changes it returns are always the difference between
+// two consistent states.
 //
 // # Selectors under conduit
 //
