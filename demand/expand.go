@@ -66,7 +66,7 @@ func ExpandedID(id string, d destination.Destination) string {
 // permits is Table.Permits for a concrete destination: not temporary, not
 // excluded, statically included or allowed by the Filter.
 func (x *Expander) permits(d destination.Destination) bool {
-	if !d.Kind.Valid() || d.IsTemp() || d.IsWildcard() {
+	if !d.Kind.Valid() || d.IsTemp() || d.IsWildcard() || Internal(d) {
 		return false
 	}
 	for _, p := range x.opts.Filter.Exclude {

@@ -162,7 +162,7 @@ func (t *Table) excluded(d destination.Destination) bool {
 // (activemq-network.md §2.4). (Start narrows every wildcard include that an
 // exclusion overlaps, so that check can no longer fail.)
 func (t *Table) Permits(d destination.Destination) bool {
-	if !d.Kind.Valid() || d.IsTemp() || t.excluded(d) {
+	if !d.Kind.Valid() || d.IsTemp() || t.excluded(d) || Internal(d) {
 		return false
 	}
 	for _, p := range t.opts.StaticInclude {
@@ -217,3 +217,10 @@ func sortedDests(set map[destination.Destination]struct{}) []destination.Destina
 		return strings.Compare(a.String(), b.String())
 	})
 }
+
+// InternalPrefix starts the names of destinations brokernet keeps for itself on
+// a broker (the durable ledger, brokernet.durables.*): never forwarded.
+const InternalPrefix = "brokernet."
+
+// Internal reports whether d is one of brokernet's own destinations.
+func Internal(d destination.Destination) bool { return strings.HasPrefix(d.Name, InternalPrefix) }
