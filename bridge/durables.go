@@ -41,6 +41,18 @@ func ledgerQueue(clientID string) destination.Destination {
 	return destination.Destination{Kind: destination.Queue, Name: "brokernet.durables." + clientID}
 }
 
+// ledgerHops are the hop headers of a ledger record: it looks as if it had come
+// from the remote broker and spent every hop, so that no demand subscription's
+// hop filter lets it through — not this bridge's (its path holds the remote),
+// nor another bridge's with a finite message TTL. Package demand also never
+// permits a "brokernet." destination.
+func ledgerHops(remoteID string) []transport.Property {
+	return []transport.Property{
+		{Name: advisory.PathHeader, Value: advisory.FormatPath([]string{remoteID})},
+		{Name: advisory.HopsHeader, Value: "1000000"},
+	}
+}
+
 // ledgerRecord is one version of the ledger, a message body.
 type ledgerRecord struct {
 	Version  int64         `json:"version"`
@@ -233,7 +245,7 @@ func (s *session) saveLedger(ctx context.Context) error {
 	}
 	q := ledgerQueue(durableClientID(s.localID, s.remoteID))
 	if err := p.conn.Send(ctx, &transport.Message{Destination: q, Persistent: true, Priority: -1,
-		ContentType: "application/json", Body: body}); err != nil {
+		ContentType: "application/json", Body: body, Props: ledgerHops(s.remoteID)}); err != nil {
 		return p.errorf(err)
 	}
 	tok, err := p.conn.Commit(ctx)

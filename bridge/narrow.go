@@ -11,8 +11,10 @@ import (
 
 // Narrowing wildcard demand: a remote consumer of "queue://>" must not pull the
 // messages of an excluded "queue://secret.x". demand.Expander replaces such a
-// consumer by one per permitted local destination; the local broker's
-// destination advisories tell which destinations exist.
+// consumer by one per permitted local destination, and demand.Table does the
+// same for a static include such as "queue://orders.>" with
+// "queue://orders.secret" excluded; the local broker's destination advisories
+// tell which destinations exist.
 
 // watchDestinations sets up the session's Expander and, when the demand rules
 // could need narrowing, subscribes to the local broker's destination
@@ -29,14 +31,20 @@ func (s *session) watchDestinations(ctx context.Context, opts demand.Options) er
 		err = w.WatchDestinations(ctx)
 	}
 	if !ok || errors.Is(err, transport.ErrUnsupported) {
-		s.log.Warn().Msg("the local broker does not report its destinations: wildcard demand that include/exclude rules would have to narrow gets no subscription")
+		s.log.Warn().Msg("the local broker does not report its destinations: wildcard demand and static includes that include/exclude rules would have to narrow get no subscription")
 		return nil
 	}
 	return err
 }
 
-// onDestination feeds a local destination appearing or going to the Expander.
+// onDestination feeds a local destination appearing or going to the table,
+// for static includes narrowed around exclusions, and to the Expander. The
+// table goes first, so that narrowed remote consumers join a static
+// subscription made for the same destination.
 func (s *session) onDestination(ctx context.Context, ev advisory.DestinationEvent) error {
+	if err := s.apply(ctx, s.table.Destination(ev)); err != nil {
+		return err
+	}
 	return s.applyRemote(ctx, s.expander.Destination(ev))
 }
 

@@ -581,7 +581,13 @@ func TestStaticInclude(t *testing.T) {
 		c.Demand.StaticInclude = []destination.Pattern{always}
 		c.Demand.Filter.Exclude = []destination.Pattern{never}
 	})
-	waitDemand(t, br, 1, 10*time.Second)
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		if !br.Up() {
+			return fmt.Errorf("bridge not up")
+		}
+		return nil
+	})
+	// The exclusion narrows the include to the queues as they appear.
 	stomptest.SendN(t, a.StompURI(), "/queue/always.orders", 0, 50, false)
 	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 0, 20, false)
 	stomptest.Eventually(t, 20*time.Second, func() error {
@@ -590,6 +596,7 @@ func TestStaticInclude(t *testing.T) {
 		}
 		return nil
 	})
+	waitDemand(t, br, 1, 10*time.Second)
 	if got := queueSize(t, a, "always.secret"); got != 20 {
 		t.Fatalf("A holds %d of the 20 excluded messages", got)
 	}
@@ -598,12 +605,13 @@ func TestStaticInclude(t *testing.T) {
 	}
 }
 
-// TestStaticIncludeExcludedStayAvailable: the excluded messages must stay
-// on A available to local consumers: queued, not dispatched to the bridge and left
-// unacknowledged (queue size counts both; inflightCount tells them apart), and
-// more of them than the prefetch must not stall the included queue.
+// TestStaticIncludeExcludedStayAvailable: under a wildcard static include, the
+// excluded queue's messages must stay on A available to local consumers:
+// queued, not dispatched to the bridge and left unacknowledged (queue size
+// counts both; inflightCount tells them apart), and more of them than the
+// prefetch must not stall the included queues, whether those existed before
+// the bridge started or were created after.
 func TestStaticIncludeExcludedStayAvailable(t *testing.T) {
-	t.Skip("defect 3 (issue 8): excluded messages under a wildcard static include are taken and never acknowledged; remove this skip with the fix")
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	always, err := destination.ParsePattern("queue://always.>")
@@ -614,13 +622,23 @@ func TestStaticIncludeExcludedStayAvailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Queues that exist before the bridge starts.
+	stomptest.SendN(t, a.StompURI(), "/queue/always.early", 0, 30, false)
+	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 0, 40, false) // two prefetches
 	br := startBridge(t, a.StompURI(), b.StompURI(), func(c *bridge.Config) {
 		c.Demand.StaticInclude = []destination.Pattern{always}
 		c.Demand.Filter.Exclude = []destination.Pattern{never}
 		c.Demand.Prefetch = 20
 	})
-	waitDemand(t, br, 1, 10*time.Second)
-	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 0, 100, false) // five prefetches
+	waitDemand(t, br, 1, 10*time.Second) // always.early; not always.secret
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		if got := queueSize(t, b, "always.early"); got != 30 {
+			return fmt.Errorf("B holds %d of the 30 messages queued before the bridge started", got)
+		}
+		return nil
+	})
+	// More excluded messages, and a queue created after the bridge started.
+	stomptest.SendN(t, a.StompURI(), "/queue/always.secret", 40, 100, false) // five prefetches
 	stomptest.SendN(t, a.StompURI(), "/queue/always.orders", 0, 50, false)
 	stomptest.Eventually(t, 20*time.Second, func() error {
 		if got := queueSize(t, b, "always.orders"); got != 50 {
@@ -628,18 +646,20 @@ func TestStaticIncludeExcludedStayAvailable(t *testing.T) {
 		}
 		return nil
 	})
+	waitDemand(t, br, 2, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := a.QueueStats(ctx, "always.secret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size != 100 || st.InflightCount != 0 {
-		t.Fatalf("A's excluded queue: size %d, in flight %d; want 100 queued, none dispatched (the bridge took excluded messages)", st.Size, st.InflightCount)
+	if st.Size != 140 || st.InflightCount != 0 || st.ConsumerCount != 0 {
+		t.Fatalf("A's excluded queue: size %d, in flight %d, %d consumers; want 140 queued, none dispatched, no consumer (the bridge took excluded messages)",
+			st.Size, st.InflightCount, st.ConsumerCount)
 	}
 	if got := queueSize(t, b, "always.secret"); got != 0 {
 		t.Fatalf("an excluded destination reached B (%d messages)", got)
 	}
 	local := stomptest.Subscribe(t, a.StompURI(), "/queue/always.secret")
-	local.WaitDistinct(100, 20*time.Second)
+	local.WaitDistinct(140, 20*time.Second)
 }

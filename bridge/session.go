@@ -179,8 +179,10 @@ func (s *session) run(ctx context.Context) error {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
-	if li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
-		// Durable demand that outlives the bridge (durables.go).
+	if s.cfg.DurableOfflineTimeout > 0 && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
+		// Durable demand that outlives the bridge (durables.go). Without a
+		// timeout nothing needs the ledger: an offline subscriber's durable
+		// demand stays on the local broker with its messages by itself.
 		s.ledgerOn = true
 		if err := s.restoreDurables(ctx); err != nil {
 			return err

@@ -9,10 +9,13 @@
 // the local broker.
 //
 // Remote consumer advisories go to Apply, the local broker's advisories about
-// consumers other than the bridge's own to ApplyLocal, and static includes
-// are created by Start. After every call the table reconciles each
-// subscription it wants with the one the local broker holds, so the Changes
-// it returns are always the difference between two consistent states.
+// consumers other than the bridge's own to ApplyLocal, its destination
+// advisories to Destination (and, for wildcard demand, to an Expander), and
+// static includes are created by Start, those that exclusions overlap
+// narrowed to the local destinations Destination reports. After every call
+// the table reconciles each subscription it wants with the one the local
+// broker holds, so the Changes it returns are always the difference between
+// two consistent states.
 //
 // # Selectors under conduit
 //
@@ -352,8 +355,10 @@ type Table struct {
 	byDest    map[destination.Destination]map[slotKey]*slot
 	subs      map[string]*slot // slots by the ID of their live subscription
 	durables  map[durableKey]*durableRec
-	own       map[routeKey]map[slotKey]*slot // our suppression candidates
-	started   bool                           // Start was called since New or Reset
+	own       map[routeKey]map[slotKey]*slot       // our suppression candidates
+	started   bool                                 // Start was called since New or Reset
+	narrow    []destination.Pattern                // static includes narrowed to destinations (Start)
+	dests     map[destination.Destination]struct{} // the local broker's destinations (Destination)
 	dirty     map[destination.Destination]struct{}
 
 	// What ApplyLocal learnt about the local broker.
@@ -376,6 +381,7 @@ func New(opts Options) *Table {
 		durables:  make(map[durableKey]*durableRec),
 		own:       make(map[routeKey]map[slotKey]*slot),
 		dirty:     make(map[destination.Destination]struct{}),
+		dests:     make(map[destination.Destination]struct{}),
 		local:     make(map[string]*localConsumer),
 		foreign:   make(map[routeKey]map[string]*localConsumer),
 		plain:     make(map[destination.Destination]int),
@@ -426,7 +432,7 @@ func (t *Table) Apply(ev advisory.Event) ([]Change, Decision) {
 		t.remove(c.ID)
 		changes := t.settle()
 		d.Action = Removed
-		if s.key.kind == staticSlot || len(s.members) > 0 {
+		if len(s.members) > 0 || s.key.kind == staticSlot && s.cur != nil {
 			d.Action = Left
 		}
 		return changes, d
@@ -605,8 +611,8 @@ func (t *Table) priority(p int, path []string) int {
 // Durable demand is deactivated (KeepDurable), never destroyed, whatever
 // DynamicOnly says: the remote durable subscribers are probably still there
 // and will be replayed, and a replayed one reactivates its durable
-// subscription with the messages it kept. What ApplyLocal learnt about the
-// local broker is kept too, as that broker did not go away.
+// subscription with the messages it kept. What ApplyLocal and Destination
+// learnt about the local broker is kept too, as that broker did not go away.
 func (t *Table) Reset() []Change {
 	var changes []Change
 	for _, s := range t.Subscriptions() {

@@ -48,8 +48,11 @@ func NewExpander(opts Options) *Expander {
 	}
 }
 
-// Needed reports whether any wildcard could need narrowing: false when the
-// Filter is empty, so that callers can skip destination advisories.
+// Needed reports whether any wildcard, of remote demand or of a static
+// include (Table.Start), could need narrowing: false when the Filter is
+// empty, so that callers can skip destination advisories. Static includes
+// are narrowed only where an exclusion overlaps them, so the same test
+// covers them.
 func (x *Expander) Needed() bool {
 	return len(x.opts.Filter.Include) > 0 || len(x.opts.Filter.Exclude) > 0
 }
@@ -63,7 +66,7 @@ func ExpandedID(id string, d destination.Destination) string {
 // permits is Table.Permits for a concrete destination: not temporary, not
 // excluded, statically included or allowed by the Filter.
 func (x *Expander) permits(d destination.Destination) bool {
-	if !d.Kind.Valid() || d.IsTemp() || d.IsWildcard() {
+	if !d.Kind.Valid() || d.IsTemp() || d.IsWildcard() || Internal(d) {
 		return false
 	}
 	for _, p := range x.opts.Filter.Exclude {

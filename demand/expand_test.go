@@ -159,3 +159,19 @@ func TestExpanderKeepsTheRulesForEveryMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestExpanderNeeded checks that destination advisories are asked for whenever
+// a remote wildcard or a static include could need narrowing.
+func TestExpanderNeeded(t *testing.T) {
+	if NewExpander(opts()).Needed() {
+		t.Fatal("no rules, yet narrowing is needed")
+	}
+	static := Options{StaticInclude: []destination.Pattern{mustPattern(t, "queue://orders.>")}}
+	if NewExpander(static).Needed() {
+		t.Fatal("a static include alone needs no narrowing")
+	}
+	static.Filter.Exclude = []destination.Pattern{mustPattern(t, "queue://orders.secret")}
+	if !NewExpander(static).Needed() {
+		t.Fatal("a static include with an exclusion inside it needs narrowing")
+	}
+}

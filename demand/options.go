@@ -70,7 +70,10 @@ type Options struct {
 	// pattern gets a demand subscription from Table.Start on, whether or not
 	// a remote consumer wants it, subscribed to the pattern's destination as
 	// written (wildcards included; a pattern without kind gives one queue
-	// and one topic subscription). A static include also lets remote
+	// and one topic subscription). A wildcard pattern that a Filter.Exclude
+	// pattern overlaps is narrowed instead: one subscription per permitted
+	// local destination it matches, following Table.Destination, so that
+	// excluded messages are never taken. A static include also lets remote
 	// consumers of matching destinations through a non-empty Filter.Include,
 	// as in ActiveMQ's isPermissableDestination.
 	StaticInclude []destination.Pattern

@@ -74,6 +74,10 @@ type slot struct {
 	members map[string]*member         // remote consumers served
 	records map[durableKey]*durableRec // durable groups: remote durable subscriptions, online or not
 	match   destination.Pattern        // static slots: the destination as a pattern
+	// narrowed marks a static slot made for one local destination of a
+	// static include that exclusions overlap (static.go); gone, that the
+	// destination went.
+	narrowed, gone bool
 
 	cur  *Subscription // live on the local broker; Consumers unset
 	kept *Subscription // durable subscription kept inactive on the local broker
@@ -237,6 +241,9 @@ func (t *Table) settle() []Change {
 func (t *Table) desired(s *slot) (want *Subscription, live bool) {
 	switch s.key.kind {
 	case staticSlot:
+		if !s.staticWanted() {
+			return nil, false
+		}
 		return t.staticSpec(s), true
 	case replaySlot:
 		return t.replaySpec(s.key.dest), true
@@ -405,7 +412,7 @@ func (t *Table) reconcile(s *slot) []Change {
 	case want != nil && live:
 		subscribe(t.newSub(s, want), "")
 	}
-	if s.cur == nil && s.kept == nil && len(s.members) == 0 && len(s.records) == 0 && s.key.kind != staticSlot {
+	if s.cur == nil && s.kept == nil && len(s.members) == 0 && len(s.records) == 0 && (s.key.kind != staticSlot || s.gone) {
 		t.dropSlot(s)
 	}
 	return out
