@@ -321,7 +321,8 @@ func TestStaleDurableDemandIsDestroyed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
+	// The ledger is kept when durable demand may expire (DurableOfflineTimeout).
+	ab := startBridge(t, a.StompURI(), b.StompURI(), func(c *bridge.Config) { c.DurableOfflineTimeout = time.Hour })
 	stomptest.Eventually(t, 30*time.Second, func() error {
 		if n := ab.Stats().DurablesDestroyed.Load(); n != 1 {
 			return fmt.Errorf("%d durable demand subscriptions destroyed, want 1", n)

@@ -118,12 +118,12 @@ func TestAddress(t *testing.T) {
 		want   string
 		err    string
 	}{
-		{destination.Destination{Kind: destination.Queue, Name: "orders"}, false, "/amq/queue/orders", ""},
+		{destination.Destination{Kind: destination.Queue, Name: "orders"}, false, "/queue/orders", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.eu"}, false, "/exchange/amq.topic/prices.eu", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.>"}, true, "/exchange/amq.topic/prices.#", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.*.x"}, true, "/exchange/amq.topic/prices.*.x", ""},
 		{destination.Destination{Kind: destination.Topic, Name: "prices.>"}, false, "", "cannot send to a wildcard"},
-		{destination.Destination{Kind: destination.Queue, Name: "a/b"}, false, "/amq/queue/a%2Fb", ""},
+		{destination.Destination{Kind: destination.Queue, Name: "a/b"}, false, "/queue/a%2Fb", ""},
 		{destination.Destination{Kind: destination.TempQueue, Name: "t1"}, false, "", "temporary queues have no RabbitMQ AMQP 1.0 address"},
 	}
 	for _, tc := range tests {
@@ -144,7 +144,7 @@ func TestAddress(t *testing.T) {
 		})
 	}
 	for in, want := range map[string]string{
-		"/queue/r": "/amq/queue/r", "/topic/r.x": "/exchange/amq.topic/r.x",
+		"/queue/r": "/queue/r", "/topic/r.x": "/exchange/amq.topic/r.x",
 		"/temp-queue/t": "/temp-queue/t", "/exchange/x/y": "/exchange/x/y",
 	} {
 		if got := replyToAddress(in); got != want {
