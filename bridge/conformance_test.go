@@ -3,7 +3,6 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -153,33 +152,7 @@ func conformanceBridge(t *testing.T, local, remote side) *running {
 		Demand: defaultDemand(),
 		Log:    stomptest.Logger(t),
 	}
-	b, err := bridge.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(40 * time.Second):
-				runErr = errors.New("bridge did not stop")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() { stop() })
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if err := b.WaitUp(wctx); err != nil {
-		t.Fatalf("bridge never came up: %v", err)
-	}
-	return &running{Bridge: b, stop: stop}
+	return runBridge(t, cfg)
 }
 
 // unique returns a destination name no other scenario of the run uses.

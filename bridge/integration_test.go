@@ -64,6 +64,12 @@ func startBridge(t *testing.T, local, remote string, mod func(*bridge.Config)) *
 	if mod != nil {
 		mod(&cfg)
 	}
+	return runBridge(t, cfg)
+}
+
+// runBridge runs a bridge with cfg until the test ends, and waits until it is up.
+func runBridge(t *testing.T, cfg bridge.Config) *running {
+	t.Helper()
 	b, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func ParseURI(s string) (URI, error) {
 		case "containerId", "container-id":
 			u.ContainerID = v
 		case "idleTimeout", "heartBeat", "heartbeat":
-			d, err := parseMillis(v)
+			d, err := backoff.ParseMillis(v)
 			if err != nil {
 				return u, bad(err.Error())
 			}
@@ -158,30 +158,18 @@ func ParseURI(s string) (URI, error) {
 			u.KeyFile = v
 		case "serverName":
 			u.ServerName = v
-		case "initialReconnectDelay":
-			d, err := parseMillis(v)
-			if err != nil || d <= 0 {
-				return u, bad("want a positive duration (ms or e.g. 500ms)")
-			}
-			u.Reconnect.Initial = d
-		case "maxReconnectDelay":
-			d, err := parseMillis(v)
-			if err != nil || d <= 0 {
-				return u, bad("want a positive duration (ms or e.g. 30s)")
-			}
-			u.Reconnect.Max = d
-		case "backOffMultiplier":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 1 {
-				return u, bad("want a number >= 1")
-			}
-			u.Reconnect.Multiplier = f
 		default:
-			return u, fmt.Errorf("broker URI %q: unknown option %q", shown, key)
+			known, err := u.Reconnect.SetOption(key, v)
+			if err != nil {
+				return u, bad(err.Error())
+			}
+			if !known {
+				return u, fmt.Errorf("broker URI %q: unknown option %q", shown, key)
+			}
 		}
 	}
-	if u.Reconnect.Max < u.Reconnect.Initial {
-		return u, fmt.Errorf("broker URI %q: maxReconnectDelay %s is below initialReconnectDelay %s", shown, u.Reconnect.Max, u.Reconnect.Initial)
+	if err := u.Reconnect.Check(); err != nil {
+		return u, fmt.Errorf("broker URI %q: %w", shown, err)
 	}
 	for _, o := range []struct{ name, v string }{{"ca", u.CAFile}, {"cert", u.CertFile}, {"key", u.KeyFile}, {"serverName", u.ServerName}} {
 		if o.v != "" && !u.TLS {
@@ -201,21 +189,6 @@ func parseFlavour(v string) (transport.Flavour, bool) {
 		}
 	}
 	return transport.UnknownFlavour, false
-}
-
-// parseMillis reads ActiveMQ-style integer milliseconds or a Go duration.
-func parseMillis(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, fmt.Errorf("negative duration")
-		}
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("want milliseconds or a duration such as 10s")
-	}
-	return d, nil
 }
 
 // Addr is host:port for dialing.
@@ -294,16 +267,7 @@ func (u URI) WithSecrets() string {
 	if u.IdleTimeout != defaultIdleTimeout {
 		q.Set("idleTimeout", u.IdleTimeout.String())
 	}
-	def := backoff.Default()
-	if u.Reconnect.Initial != def.Initial {
-		q.Set("initialReconnectDelay", u.Reconnect.Initial.String())
-	}
-	if u.Reconnect.Max != def.Max {
-		q.Set("maxReconnectDelay", u.Reconnect.Max.String())
-	}
-	if u.Reconnect.Multiplier != def.Multiplier {
-		q.Set("backOffMultiplier", strconv.FormatFloat(u.Reconnect.Multiplier, 'g', -1, 64))
-	}
+	u.Reconnect.AddOptions(q)
 	v.RawQuery = q.Encode()
 	return v.String()
 }
