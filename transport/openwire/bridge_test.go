@@ -25,35 +25,7 @@ func TestBridgeOverOpenWireKeepsJMSSelectorsWorking(t *testing.T) {
 	java := javaClient(t)
 	a := testbroker.StartActiveMQ(t, testbroker.Options{ID: "A-jms"})
 	b := testbroker.StartActiveMQ(t, testbroker.Options{ID: "B-jms"})
-	local, err := ParseURI(a.OpenWireURI())
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, _ := ParseURI(b.OpenWireURI())
-	br, err := bridge.New(bridge.Config{
-		Local: local, Remote: remote,
-		Demand: demand.Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, PriorityBase: -5, Prefetch: 1000},
-		Log:    stomptest.Logger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- br.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("bridge did not stop")
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if err := br.WaitUp(wctx); err != nil {
-		t.Fatalf("bridge never came up: %v", err)
-	}
+	br := startBridge(t, a, b)
 
 	// The consumer on B waits up to 8 s of silence for its messages.
 	var out bytes.Buffer
@@ -89,4 +61,78 @@ func TestBridgeOverOpenWireKeepsJMSSelectorsWorking(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startBridge runs a bridge from a to b over OpenWire on both sides until
+// the test ends, and waits until it is up.
+func startBridge(t *testing.T, a, b *testbroker.ActiveMQ) *bridge.Bridge {
+	t.Helper()
+	local, err := ParseURI(a.OpenWireURI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := ParseURI(b.OpenWireURI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := bridge.New(bridge.Config{
+		Local: local, Remote: remote,
+		Demand: demand.Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, PriorityBase: -5, Prefetch: 1000},
+		Log:    stomptest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- br.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("bridge did not stop")
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := br.WaitUp(wctx); err != nil {
+		t.Fatalf("bridge never came up: %v", err)
+	}
+	return br
+}
+
+// TestBridgeOverOpenWireUnderLoad is the scenario of the OpenWire stall the
+// benchmark found (bench/RESULTS.md, 2026-12-01): tens of thousands of
+// non-persistent 1 KiB messages at full speed through a bridge A→B over
+// OpenWire on both sides. All must arrive, and the bridge must never lose
+// its session on the way (a stalled connection ends by its read deadline,
+// then reconnects: Sessions would be 2).
+func TestBridgeOverOpenWireUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs ActiveMQ")
+	}
+	const n = 30000
+	a := startBroker(t, testbroker.Options{ID: "A-load"})
+	b := startBroker(t, testbroker.Options{ID: "B-load"})
+	br := startBridge(t, a, b)
+	cons := stomptest.Subscribe(t, b.StompURI(), "/queue/load", "activemq.prefetchSize", "5000")
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if n := br.Stats().DemandSubs.Load(); n != 1 {
+			return fmt.Errorf("bridge has %d demand subscriptions, want 1", n)
+		}
+		return nil
+	})
+	body := bytes.Repeat([]byte("x"), 1024)
+	start := time.Now()
+	p := stomptest.Dial(t, a.StompURI())
+	if err := stomptest.SendBody(context.Background(), p, "/queue/load", 0, n, false, body); err != nil {
+		t.Fatal(err)
+	}
+	cons.WaitDistinct(n, 3*time.Minute)
+	t.Logf("%d messages through in %s (%.0f msg/s), %d duplicates", n, time.Since(start),
+		n/time.Since(start).Seconds(), cons.Duplicates())
+	if s := br.Stats().Sessions.Load(); s != 1 {
+		t.Errorf("the bridge had %d sessions, want 1 (it lost its connection under load)", s)
+	}
 }

@@ -92,6 +92,7 @@ type Conn struct {
 	inactivity           time.Duration // negotiated maxInactivityDuration, 0 = none
 
 	out      chan outFrame
+	urgent   urgentQueue // the reader's own writes; see writeFromReader
 	wrote    atomic.Bool
 	cmdID    atomic.Int32
 	tokens   atomic.Uint64
@@ -170,6 +171,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		nc:      nc,
 		connID:  &connectionID{Value: "ID:brokernet-" + hex.EncodeToString(rnd[:]) + "-1"},
 		out:     make(chan outFrame, 1024),
+		urgent:  urgentQueue{signal: make(chan struct{}, 1)},
 		done:    make(chan struct{}),
 		events:  newQueue(),
 		waiters: make(map[int32]func(command)),
@@ -829,22 +831,83 @@ type outFrame struct {
 	flushed chan struct{}
 }
 
-// writeLoop writes queued frames, flushing when the queue is empty.
+// urgentQueue holds the frames the reader goroutine writes (acks of
+// advisories and undecodable messages, KeepAliveInfo replies). It is
+// unbounded so that the reader never waits for the writer: if it did, a
+// broker busy writing to us could stop reading from us (its transport reads
+// and writes on the same threads as its dispatch), our write queue would
+// fill, our reader would stop draining the socket, and both sides would wait
+// on each other. The frames are few (the broker's prefetch bounds the
+// deliveries that cause them).
+type urgentQueue struct {
+	mu     sync.Mutex
+	frames [][]byte
+	signal chan struct{} // capacity 1: frames were added
+}
+
+func (q *urgentQueue) push(b []byte) {
+	q.mu.Lock()
+	q.frames = append(q.frames, b)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *urgentQueue) take() [][]byte {
+	q.mu.Lock()
+	f := q.frames
+	q.frames = nil
+	q.mu.Unlock()
+	return f
+}
+
+func (q *urgentQueue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.frames) == 0
+}
+
+// writeFromReader queues cmd (which asks for no response) for the writer
+// without ever blocking: it is the reader goroutine's way to write.
+func (c *Conn) writeFromReader(cmd command) {
+	b := cmd.base()
+	b.CommandID = c.cmdID.Add(1)
+	b.ResponseRequired = false
+	c.urgent.push(encodeFrameAs(cmd, c.tight))
+}
+
+// writeLoop writes queued frames, the reader's first, flushing when both
+// queues are empty.
 func (c *Conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	write := func(b []byte) bool {
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := bw.Write(b); err != nil {
+			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			return false
+		}
+		return true
+	}
 	for {
 		var f outFrame
 		select {
 		case f = <-c.out:
+		case <-c.urgent.signal:
 		case <-c.done:
 			return
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := bw.Write(f.b); err != nil {
-			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+		for _, b := range c.urgent.take() {
+			if !write(b) {
+				return
+			}
+		}
+		if f.b != nil && !write(f.b) {
 			return
 		}
-		if len(c.out) == 0 || f.flushed != nil {
+		if (len(c.out) == 0 && c.urgent.empty()) || f.flushed != nil {
+			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 			if err := bw.Flush(); err != nil {
 				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
 				return
