@@ -73,6 +73,7 @@ const (
 	connectTimeout  = 10 * time.Second
 	writeTimeout    = 30 * time.Second
 	defaultPrefetch = 1000
+	receiveBuffer   = 4 << 20
 )
 
 // Conn is one OpenWire connection. See transport.Conn for the contract.
@@ -108,9 +109,15 @@ type Conn struct {
 	byValue map[int64]*subscription   // by consumer id value
 	advisor map[int64]bool            // advisory consumer values
 
+	// Settlement coalescing, see Sync. smu is never held with c.mu.
+	smu        sync.Mutex
+	syncing    bool              // a Sync's BEGIN awaits its response
+	heldAcks   []*messageAck     // cumulative acks held meanwhile, one per consumer
+	heldTokens []transport.Token // Syncs asked for meanwhile
+	txSeq      atomic.Int64      // transaction ids (Send's and Sync's)
+
 	// Owned by the calling goroutine (the bridge session).
 	nextConsumer int64
-	nextTx       int64
 	tx           *localTxID // the open send transaction, nil if none
 	msgSeq       int64
 }
@@ -149,6 +156,15 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", uri.Addr())
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// A fixed, large receive buffer from the first byte: Linux starts a
+		// socket at tcp_rmem's default (128 KiB) and grows it only as fast as
+		// the reader proved it reads, so a burst of dispatches from the
+		// broker while this process waits for a CPU overruns it and the
+		// kernel drops segments instead of closing the window (see drain).
+		// Capped by net.core.rmem_max.
+		tc.SetReadBuffer(receiveBuffer)
 	}
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
@@ -554,6 +570,22 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	if sub == nil {
 		return fmt.Errorf("unsubscribe %q: no such subscription", id)
 	}
+	// Acks held for this consumer (see Sync) go before its removal.
+	c.smu.Lock()
+	var held []*messageAck
+	for i := 0; i < len(c.heldAcks); i++ {
+		if c.heldAcks[i].ConsumerID == sub.cid {
+			held = append(held, c.heldAcks[i])
+			c.heldAcks = append(c.heldAcks[:i], c.heldAcks[i+1:]...)
+			i--
+		}
+	}
+	c.smu.Unlock()
+	for _, a := range held {
+		if err := c.write(ctx, a, nil); err != nil {
+			return fmt.Errorf("unsubscribe %q: %w", id, err)
+		}
+	}
 	c.dropSub(sub)
 	// lastDeliveredSequenceId -1 (RemoveInfo.LAST_DELIVERED_UNKNOWN): the
 	// broker counts every unsettled delivery as delivered.
@@ -636,8 +668,7 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
 	if c.tx == nil {
-		c.nextTx++
-		tx := &localTxID{Value: c.nextTx, ConnectionID: c.connID}
+		tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, nil); err != nil {
 			return fmt.Errorf("beginning transaction: %w", err)
 		}
@@ -712,9 +743,23 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 		first, end := sub.unacked[0], sub.unacked[n-1]
 		sub.unacked = append(sub.unacked[:0], sub.unacked[n:]...)
 		sub.mu.Unlock()
-		acks = append(acks, &messageAck{Destination: end.dest, ConsumerID: sub.cid, AckType: ackStandard,
-			FirstID: first.id, LastID: end.id, MessageCount: int32(n)})
+		a := &messageAck{Destination: end.dest, ConsumerID: sub.cid, AckType: ackStandard,
+			FirstID: first.id, LastID: end.id, MessageCount: int32(n)}
+		c.smu.Lock()
+		if c.syncing {
+			c.holdAck(a)
+			c.smu.Unlock()
+			return nil
+		}
+		c.smu.Unlock()
+		acks = append(acks, a)
 	} else {
+		// Held cumulative acks go first, in order.
+		c.smu.Lock()
+		held := c.heldAcks
+		c.heldAcks = nil
+		c.smu.Unlock()
+		acks = append(acks, held...)
 		typ := byte(ackIndividual)
 		if outcome == transport.Rejected {
 			typ = ackPoison
@@ -750,17 +795,106 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 // earlier acks were processed), then the ROLLBACK of that empty transaction.
 // Unlike a response to the ack itself, this does not make the broker sync
 // its store to disk.
+//
+// At most one Sync is on the wire. While it awaits its response, cumulative
+// acks (Settle) are merged, one per consumer, and further Syncs wait; the
+// response releases them as one ack per consumer and one Sync. This bounds
+// what we have written that the broker has not read to a few hundred bytes.
+// Why it matters: ActiveMQ's transport thread stops reading while it waits
+// to write to us (its dispatch holds the connection's write lock,
+// MutexTransport), and what we write meanwhile piles up in its fixed 128 KiB
+// receive buffer. Full, that buffer made Linux drop our segments, with the
+// acknowledgements of the broker's data they carried; the broker's
+// retransmissions backed off to tens of seconds (rto 52 s, backoff 8, on
+// 127.0.0.1) and the connection stood still, keepalives included, until our
+// read deadline ended it (bench/RESULTS.md, 2026-12-01).
 func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 	tok := transport.Token(c.tokens.Add(1))
-	c.nextTx++
-	tx := &localTxID{Value: c.nextTx, ConnectionID: c.connID}
-	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, c.confirm(tok, nil)); err != nil {
+	c.smu.Lock()
+	if c.syncing {
+		c.heldTokens = append(c.heldTokens, tok)
+		c.smu.Unlock()
+		return tok, nil
+	}
+	c.syncing = true
+	c.smu.Unlock()
+	begin, rollback := c.syncPair([]transport.Token{tok})
+	if err := c.write(ctx, begin.cmd, begin.onResponse); err != nil {
+		c.smu.Lock()
+		c.syncing = false
+		c.smu.Unlock()
 		return 0, fmt.Errorf("syncing: %w", err)
 	}
-	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}, nil); err != nil {
+	if err := c.write(ctx, rollback, nil); err != nil {
 		return 0, fmt.Errorf("syncing: %w", err)
 	}
 	return tok, nil
+}
+
+// holdAck merges a into the held acks (c.smu held): a cumulative ack of the
+// same consumer extends the range to a's last message.
+func (c *Conn) holdAck(a *messageAck) {
+	for _, h := range c.heldAcks {
+		if h.ConsumerID == a.ConsumerID {
+			h.LastID, h.Destination = a.LastID, a.Destination
+			h.MessageCount += a.MessageCount
+			return
+		}
+	}
+	c.heldAcks = append(c.heldAcks, a)
+}
+
+type request struct {
+	cmd        command
+	onResponse func(command)
+}
+
+// syncPair builds a Sync's BEGIN, whose response confirms toks and releases
+// what was held meanwhile, and its ROLLBACK.
+func (c *Conn) syncPair(toks []transport.Token) (request, command) {
+	tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
+	begin := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}
+	rollback := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}
+	return request{cmd: begin, onResponse: func(r command) {
+		for _, tok := range toks {
+			c.confirm(tok, nil)(r)
+		}
+		if r == nil {
+			return // the connection ended
+		}
+		c.releaseHeld()
+	}}, rollback
+}
+
+// releaseHeld runs on the reader goroutine when a Sync's response arrived:
+// it writes the held acks and, if Syncs were asked for meanwhile, one Sync
+// for all of them. The frames are queued under c.smu, so a command the
+// session writes after taking c.smu (Unsubscribe) follows them.
+func (c *Conn) releaseHeld() {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	acks, toks := c.heldAcks, c.heldTokens
+	c.heldAcks, c.heldTokens = nil, nil
+	for _, a := range acks {
+		c.writeFromReader(a)
+	}
+	if len(toks) == 0 {
+		c.syncing = false
+		return
+	}
+	begin, rollback := c.syncPair(toks)
+	b := begin.cmd.base()
+	b.CommandID = c.cmdID.Add(1)
+	b.ResponseRequired = true
+	c.mu.Lock()
+	if c.waiters == nil {
+		c.mu.Unlock()
+		return // the connection ended; Events closes
+	}
+	c.waiters[b.CommandID] = begin.onResponse
+	c.mu.Unlock()
+	c.urgent.push(encodeFrameAs(begin.cmd, c.tight))
+	c.writeFromReader(rollback)
 }
 
 // Close implements transport.Conn: RemoveInfo of the connection, awaited,
