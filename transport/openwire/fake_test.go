@@ -193,3 +193,71 @@ func TestConnectionErrorIsRefused(t *testing.T) {
 		t.Fatal("events open after the connection ended")
 	}
 }
+
+// TestOneSyncOnTheWire: while a Sync awaits its response, further Syncs are
+// not written; the response releases them as one more BEGIN, whose response
+// confirms them all (see Conn.Sync for why).
+func TestOneSyncOnTheWire(t *testing.T) {
+	begins := make(chan int32, 10)
+	answer := make(chan int32, 10)
+	c := dialFake(t, func(nc net.Conn, br *bufio.Reader) {
+		go func() {
+			for id := range answer {
+				nc.Write(encodeFrame(&response{CorrelationID: id}))
+			}
+		}()
+		for {
+			p, err := readFrame(br, nil, 1<<20)
+			if err != nil {
+				return
+			}
+			cmd, _ := decodeCommand(p, false)
+			if ti, ok := cmd.(*transactionInfo); ok && ti.Type == txBegin {
+				begins <- ti.CommandID
+			}
+		}
+	})
+	t.Cleanup(func() { close(answer) })
+	next := func() int32 {
+		t.Helper()
+		select {
+		case id := <-begins:
+			return id
+		case <-time.After(3 * time.Second):
+			t.Fatal("no BEGIN written")
+			return 0
+		}
+	}
+	ctx := context.Background()
+	tok1, err := c.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := next()
+	tok2, _ := c.Sync(ctx)
+	tok3, _ := c.Sync(ctx)
+	select {
+	case <-begins:
+		t.Fatal("a second Sync was written while the first awaited its response")
+	case <-time.After(300 * time.Millisecond):
+	}
+	answer <- first
+	answer <- next()
+	want := map[transport.Token]bool{tok1: true, tok2: true, tok3: true}
+	for len(want) > 0 {
+		select {
+		case ev := <-c.Events():
+			if ev.Kind != transport.Confirmed || !want[ev.Token] {
+				t.Fatalf("unexpected event %+v", ev)
+			}
+			delete(want, ev.Token)
+		case <-time.After(3 * time.Second):
+			t.Fatalf("tokens never confirmed: %v", want)
+		}
+	}
+	select {
+	case <-begins:
+		t.Fatal("a BEGIN nobody asked for")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
