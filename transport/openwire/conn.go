@@ -73,7 +73,6 @@ const (
 	connectTimeout  = 10 * time.Second
 	writeTimeout    = 30 * time.Second
 	defaultPrefetch = 1000
-	receiveBuffer   = 4 << 20
 )
 
 // Conn is one OpenWire connection. See transport.Conn for the contract.
@@ -156,15 +155,6 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 	nc, err := d.DialContext(ctx, "tcp", uri.Addr())
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		// A fixed, large receive buffer from the first byte: Linux starts a
-		// socket at tcp_rmem's default (128 KiB) and grows it only as fast as
-		// the reader proved it reads, so a burst of dispatches from the
-		// broker while this process waits for a CPU overruns it and the
-		// kernel drops segments instead of closing the window (see drain).
-		// Capped by net.core.rmem_max.
-		tc.SetReadBuffer(receiveBuffer)
 	}
 	if uri.TLS {
 		cfg, err := tlsConfig(uri)
@@ -799,15 +789,19 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 // At most one Sync is on the wire. While it awaits its response, cumulative
 // acks (Settle) are merged, one per consumer, and further Syncs wait; the
 // response releases them as one ack per consumer and one Sync. This bounds
-// what we have written that the broker has not read to a few hundred bytes.
-// Why it matters: ActiveMQ's transport thread stops reading while it waits
-// to write to us (its dispatch holds the connection's write lock,
-// MutexTransport), and what we write meanwhile piles up in its fixed 128 KiB
-// receive buffer. Full, that buffer made Linux drop our segments, with the
-// acknowledgements of the broker's data they carried; the broker's
-// retransmissions backed off to tens of seconds (rto 52 s, backoff 8, on
-// 127.0.0.1) and the connection stood still, keepalives included, until our
-// read deadline ended it (bench/RESULTS.md, 2026-12-01).
+// the settlements the broker may have left unread to one Sync and one
+// cumulative ack per consumer.
+// Why it matters (measured on ActiveMQ 5.17, Linux 6.18, 127.0.0.1): the
+// broker's transport thread stops reading while it waits to write to us (a
+// response needs the write lock its dispatch thread holds while blocked in
+// a socket write, MutexTransport.oneway), and what we write meanwhile piles
+// up in its fixed 128 KiB receive buffer (socketBufferSize 64 KiB, doubled by
+// the kernel). With that buffer full the kernel dropped our segments (skmem
+// d, TCPRcvQDrop), the broker's data to us stayed unacknowledged, its
+// retransmissions backed off (rto 52 s, backoff 8, cwnd 1) and the
+// connection stood still, keepalives included, until our read deadline
+// ended it (bench/RESULTS.md, 2026-12-01). A Sync per settled batch, with
+// its ack, filled those 128 KiB within about a second at 4,000 msg/s.
 func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 	tok := transport.Token(c.tokens.Add(1))
 	c.smu.Lock()
@@ -968,10 +962,9 @@ type outFrame struct {
 // urgentQueue holds the frames the reader goroutine writes (acks of
 // advisories and undecodable messages, KeepAliveInfo replies). It is
 // unbounded so that the reader never waits for the writer: if it did, a
-// broker busy writing to us could stop reading from us (its transport reads
-// and writes on the same threads as its dispatch), our write queue would
-// fill, our reader would stop draining the socket, and both sides would wait
-// on each other. The frames are few (the broker's prefetch bounds the
+// broker blocked writing to us stops reading from us (see Sync), our write
+// queue would fill, our reader would stop draining the socket, and both
+// sides would wait on each other. The frames are few (the broker's prefetch bounds the
 // deliveries that cause them).
 type urgentQueue struct {
 	mu     sync.Mutex

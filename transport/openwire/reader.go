@@ -14,19 +14,20 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
-// readLoop decodes frames until the connection ends. The socket itself is
-// read by a separate goroutine (drain), so that the time spent decoding and
-// handling never leaves bytes waiting in the kernel. It never blocks on the
+// readLoop reads frames until the connection ends. It never blocks on the
 // consumer of Events (the queue is unbounded; the broker's prefetch bounds
 // deliveries) nor on the writer (writeFromReader), so responses keep flowing
 // while the bridge is busy.
 func (c *Conn) readLoop(br *bufio.Reader) {
-	d := newDrain()
-	go d.run(c, br)
-	r := bufio.NewReaderSize(d, 64<<10)
 	var buf []byte
 	for {
-		p, err := readFrame(r, buf, c.uri.MaxFrameSize)
+		if c.inactivity > 0 {
+			// After its initial delay the broker writes a KeepAliveInfo when it
+			// has written nothing for a third of the duration; twice the
+			// duration beyond the delay is silence for sure.
+			c.nc.SetReadDeadline(time.Now().Add(initialDelay(c.inactivity) + 2*c.inactivity))
+		}
+		p, err := readFrame(br, buf, c.uri.MaxFrameSize)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("broker closed the connection")
@@ -249,81 +250,6 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	}
 	c.Path = append(c.Path, brokerPath...)
 	return c, nil
-}
-
-// drain moves bytes from the socket into memory as soon as the kernel has
-// them, for readLoop to decode at its pace.
-//
-// Why: a receive queue left to fill makes Linux drop segments (the loopback
-// MSS is 64 KiB, so a few segments overrun the buffer: TcpExtRcvPruned,
-// TCPRcvQDrop), and the broker's retransmissions then back off exponentially
-// (seen: rto 52 s, backoff 8, on 127.0.0.1). While its dispatch thread waits
-// in that write, ActiveMQ's transport reader waits behind it for the same
-// lock (MutexTransport.oneway, thread dump of 5.17), stops reading our acks,
-// and its fixed 128 KiB receive buffer (socketBufferSize 64 KiB, doubled by
-// the kernel) overflows in turn: both directions stall for minutes, broker
-// keepalives included, until our read deadline ends the connection. Keeping
-// the kernel queue empty removes the first drop. What drain holds is bounded
-// by the prefetch of our consumers (the broker sends no more deliveries than
-// that unacknowledged) plus small control commands.
-type drain struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	chunks [][]byte
-	cur    []byte
-	err    error // the socket's read error, returned once chunks are consumed
-}
-
-func newDrain() *drain {
-	d := &drain{}
-	d.cond = sync.NewCond(&d.mu)
-	return d
-}
-
-// run reads r until it fails. With a negotiated inactivity duration, each
-// read has a deadline: after its initial delay the broker writes a
-// KeepAliveInfo when it has written nothing for a third of the duration, so
-// twice the duration beyond the delay is silence for sure.
-func (d *drain) run(c *Conn, r io.Reader) {
-	buf := make([]byte, 64<<10)
-	for {
-		if c.inactivity > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(initialDelay(c.inactivity) + 2*c.inactivity))
-		}
-		n, err := r.Read(buf)
-		d.mu.Lock()
-		if n > 0 {
-			d.chunks = append(d.chunks, append([]byte(nil), buf[:n]...))
-		}
-		if err != nil {
-			d.err = err
-		}
-		d.cond.Signal()
-		d.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
-// Read implements io.Reader for readLoop.
-func (d *drain) Read(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for len(d.cur) == 0 {
-		if len(d.chunks) > 0 {
-			d.cur, d.chunks[0] = d.chunks[0], nil
-			d.chunks = d.chunks[1:]
-			break
-		}
-		if d.err != nil {
-			return 0, d.err
-		}
-		d.cond.Wait()
-	}
-	n := copy(p, d.cur)
-	d.cur = d.cur[n:]
-	return n, nil
 }
 
 // queue is the unbounded, ordered event queue between the reader and Events.
