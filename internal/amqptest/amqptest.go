@@ -13,9 +13,15 @@ package amqptest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,17 +138,65 @@ type Consumer struct {
 	dups    int
 	closing bool
 	done    chan struct{}
+
+	mgmt, queue string // a topic subscriber's queue, deleted at Close
+}
+
+var queueSeq atomic.Int64
+
+// manage makes one management API request, failing the test unless it succeeds.
+func manage(tb testing.TB, mgmt, method, path, body string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, mgmt+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("%s %s: %s: %s", method, path, resp.Status, msg)
+	}
 }
 
 // Subscribe opens a consumer on dest (STOMP spelling) with a prefetch of 100.
 // It is closed at cleanup.
-func Subscribe(tb testing.TB, uri, dest string) *Consumer {
+//
+// A topic subscriber is what RabbitMQ calls one, a queue bound to amq.topic:
+// the queue is declared and bound through the management API (mgmt, user
+// guest) and deleted at Close. An AMQP 1.0 source "/exchange/amq.topic/KEY"
+// would do the same, but RabbitMQ 3.10 declares that queue neither exclusive
+// nor auto-delete and deletes it neither on detach nor on connection close
+// (measured): it would stay bound, collecting messages, and look like a
+// subscriber for ever.
+func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 	tb.Helper()
 	c := &Consumer{tb: tb, conn: Dial(tb, uri), seqs: make(map[int]int), done: make(chan struct{})}
+	d := destinationOf(tb, dest)
+	if d.Kind == destination.Topic {
+		c.mgmt = mgmt
+		c.queue = fmt.Sprintf("amqptest_%d", queueSeq.Add(1)+time.Now().UnixNano()%1e9)
+		key, err := destination.ToRabbit(d, destination.RabbitAMQP10)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		key = strings.TrimPrefix(key, "/topic/")
+		manage(tb, mgmt, "PUT", "/api/queues/%2F/"+url.PathEscape(c.queue), `{"durable":true,"auto_delete":false}`)
+		body, _ := json.Marshal(map[string]string{"routing_key": key})
+		manage(tb, mgmt, "POST", "/api/bindings/%2F/e/amq.topic/q/"+url.PathEscape(c.queue), string(body))
+		d = destination.Destination{Kind: destination.Queue, Name: c.queue}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	tok, err := c.conn.Subscribe(ctx, transport.Subscription{
-		ID: "test-sub", Destination: destinationOf(tb, dest), Prefetch: 100, Ack: transport.Individual,
+		ID: "test-sub", Destination: d, Prefetch: 100, Ack: transport.Individual,
 	})
 	if err != nil {
 		tb.Fatalf("subscribing to %s: %v", dest, err)
@@ -229,6 +283,9 @@ func (c *Consumer) Close() {
 	defer cancel()
 	_ = c.conn.Close(ctx)
 	<-c.done
+	if c.queue != "" {
+		manage(c.tb, c.mgmt, "DELETE", "/api/queues/%2F/"+url.PathEscape(c.queue), "")
+	}
 }
 
 // Count is the number of messages received, duplicates included.
