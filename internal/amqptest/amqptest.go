@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,13 +138,32 @@ type Consumer struct {
 	closing bool
 	done    chan struct{}
 
-	mgmt, queue string // a topic subscriber's queue, deleted at Close
+	mgmt   string
+	queues []string // a topic subscriber's queue, deleted at Close
 }
 
-var queueSeq atomic.Int64
+// topicQueues lists the server-named queues bound to amq.topic with key.
+func topicQueues(tb testing.TB, mgmt, key string) map[string]bool {
+	tb.Helper()
+	var bs []struct {
+		Source, Destination string
+		RoutingKey          string `json:"routing_key"`
+	}
+	if err := json.Unmarshal(manage(tb, mgmt, "GET", "/api/bindings/%2F", ""), &bs); err != nil {
+		tb.Fatalf("bindings: %v", err)
+	}
+	out := map[string]bool{}
+	for _, b := range bs {
+		if b.Source == "amq.topic" && b.RoutingKey == key && strings.HasPrefix(b.Destination, "amq.gen-") {
+			out[b.Destination] = true
+		}
+	}
+	return out
+}
 
-// manage makes one management API request, failing the test unless it succeeds.
-func manage(tb testing.TB, mgmt, method, path, body string) {
+// manage makes one management API request and returns the response body,
+// failing the test unless it succeeds.
+func manage(tb testing.TB, mgmt, method, path, body string) []byte {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -160,38 +178,39 @@ func manage(tb testing.TB, mgmt, method, path, body string) {
 		tb.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(resp.Body)
-		tb.Fatalf("%s %s: %s: %s", method, path, resp.Status, msg)
+	msg, err := io.ReadAll(resp.Body)
+	if method == "DELETE" && resp.StatusCode == http.StatusNotFound {
+		return nil // gone already
 	}
+	if err != nil || resp.StatusCode/100 != 2 {
+		tb.Fatalf("%s %s: %s: %s %v", method, path, resp.Status, msg, err)
+	}
+	return msg
 }
 
 // Subscribe opens a consumer on dest (STOMP spelling) with a prefetch of 100.
 // It is closed at cleanup.
 //
-// A topic subscriber is what RabbitMQ calls one, a queue bound to amq.topic:
-// the queue is declared and bound through the management API (mgmt, user
-// guest) and deleted at Close. An AMQP 1.0 source "/exchange/amq.topic/KEY"
-// would do the same, but RabbitMQ 3.10 declares that queue neither exclusive
-// nor auto-delete and deletes it neither on detach nor on connection close
-// (measured): it would stay bound, collecting messages, and look like a
-// subscriber for ever.
+// A topic subscriber's source "/exchange/amq.topic/KEY" makes RabbitMQ 3.10
+// declare a server-named queue (amq.gen-…) bound with KEY, which it deletes
+// neither on detach nor on connection close (measured: not exclusive, not
+// auto-delete): left alone it would stay bound, collecting messages, and look
+// like a subscriber for ever. So the consumer finds its queue through the
+// management API (mgmt, user guest) and deletes it at Close.
 func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 	tb.Helper()
 	c := &Consumer{tb: tb, conn: Dial(tb, uri), seqs: make(map[int]int), done: make(chan struct{})}
 	d := destinationOf(tb, dest)
+	var key string
+	var before map[string]bool
 	if d.Kind == destination.Topic {
-		c.mgmt = mgmt
-		c.queue = fmt.Sprintf("amqptest_%d", queueSeq.Add(1)+time.Now().UnixNano()%1e9)
-		key, err := destination.ToRabbit(d, destination.RabbitAMQP10)
+		k, err := destination.ToRabbit(d, destination.RabbitAMQP10)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		key = strings.TrimPrefix(key, "/topic/")
-		manage(tb, mgmt, "PUT", "/api/queues/%2F/"+url.PathEscape(c.queue), `{"durable":true,"auto_delete":false}`)
-		body, _ := json.Marshal(map[string]string{"routing_key": key})
-		manage(tb, mgmt, "POST", "/api/bindings/%2F/e/amq.topic/q/"+url.PathEscape(c.queue), string(body))
-		d = destination.Destination{Kind: destination.Queue, Name: c.queue}
+		key = strings.TrimPrefix(k, "/topic/")
+		c.mgmt = mgmt
+		before = topicQueues(tb, mgmt, key)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -219,6 +238,13 @@ func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 			}
 		case <-ctx.Done():
 			tb.Fatalf("subscribing to %s: not confirmed: %v", dest, ctx.Err())
+		}
+	}
+	if key != "" {
+		for q := range topicQueues(tb, mgmt, key) {
+			if !before[q] {
+				c.queues = append(c.queues, q)
+			}
 		}
 	}
 	for _, ev := range early {
@@ -283,8 +309,8 @@ func (c *Consumer) Close() {
 	defer cancel()
 	_ = c.conn.Close(ctx)
 	<-c.done
-	if c.queue != "" {
-		manage(c.tb, c.mgmt, "DELETE", "/api/queues/%2F/"+url.PathEscape(c.queue), "")
+	for _, q := range c.queues {
+		manage(c.tb, c.mgmt, "DELETE", "/api/queues/%2F/"+url.PathEscape(q), "")
 	}
 }
 
