@@ -158,6 +158,9 @@ var combinations = []combination{
 	{"RabbitMQ-to-ActiveMQ-OpenWire", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0)}, openwireSide{activemqSide{p.activemq(1)}}
 	}, nil},
+	{"RabbitMQ-AMQP-to-ActiveMQ-OpenWire", func(t *testing.T, p *brokerPool) (side, side) {
+		return rabbitSide{r: p.rabbitmq(0), amqp: true}, openwireSide{activemqSide{p.activemq(1)}}
+	}, rabbitAMQPSourceSkips},
 }
 
 // rabbitAMQPSourceSkips are the scenarios a bridge reading RabbitMQ 3.10 over
