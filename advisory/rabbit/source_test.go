@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -341,4 +342,50 @@ func TestSourceStatsDisabled(t *testing.T) {
 	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "rabbitmq_management plugin") || !strings.Contains(err.Error(), nowhere) {
 		t.Fatalf("Run = %v, want a setup error naming the plugin and the URL", err)
 	}
+}
+
+// mgmtPut sends a management API PUT with a JSON body.
+func mgmtPut(t *testing.T, r *testbroker.RabbitMQ, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, r.ManagementURL()+path, strings.NewReader(body))
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT %s: HTTP %d", path, resp.StatusCode)
+	}
+}
+
+// TestSourceOtherVHost watches vhost "prod": the events come through the
+// exchange in "/", and only prod's consumers are demand.
+func TestSourceOtherVHost(t *testing.T) {
+	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
+	mgmtPut(t, r, "/api/vhosts/prod", "{}")
+	mgmtPut(t, r, "/api/permissions/prod/guest", `{"configure":".*","write":".*","read":".*"}`)
+	prod := r.StompURI() + "?vhost=prod"
+
+	u := stomptest.URI(t, prod+"&management="+url.QueryEscape(r.ManagementURL()))
+	src, err := NewSource(Config{URI: u}, stomptest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &demandView{cur: map[string]advisory.Consumer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, v.emit) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	stomptest.Eventually(t, 20*time.Second, func() error { return v.want(1) })
+
+	subscribe(t, stomptest.Dial(t, prod), "1", "/queue/orders")
+	subscribe(t, stomptest.Dial(t, r.StompURI()), "1", "/queue/orders")   // vhost "/"
+	subscribe(t, stomptest.Dial(t, r.StompURI()), "2", "/queue/invoices") // vhost "/"
+	subscribe(t, stomptest.Dial(t, prod), "2", "/topic/prices.*")
+	stomptest.Eventually(t, 10*time.Second, func() error { return v.want(1, "queue://orders", "topic://prices.*") })
 }
