@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/Azure/go-amqp v1.5.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect

@@ -78,22 +78,10 @@ type subInfo struct {
 	advisory   bool
 }
 
-// rabbitSubPrefix starts the subscription ids brokernet uses on RabbitMQ, so that
-// RabbitMQ's consumer events (consumer tag "T_" + id) show them as the bridge's
-// own, never as demand (advisory.BridgeTagPrefix says the same).
-const rabbitSubPrefix = "brokernet-"
-
-// rabbitQueuePrefix starts the names of the queues brokernet declares on
-// RabbitMQ for its topic subscriptions (x-queue-name).
-const rabbitQueuePrefix = "brokernet."
-
-// wireID is the subscription id sent to the broker for id.
-func (b *BrokerConn) wireID(id string) string {
-	if b.c.Flavour() == RabbitMQ {
-		return rabbitSubPrefix + id
-	}
-	return id
-}
+// RabbitMQ shows the bridge's own consumers in its events; brokernet's naming
+// convention (advisory.BridgeTagPrefix for subscription ids, which every
+// subscription id here already starts with, and advisory.BridgeQueuePrefix for
+// the queues it declares) keeps them from being taken for demand.
 
 // NewBrokerConn wraps an established connection.
 func NewBrokerConn(c *Conn) *BrokerConn {
@@ -166,9 +154,6 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		return transport.Event{Kind: transport.Confirmed, Token: transport.Token(n)}, true
 	}
 	sub := f.Header.Get(frame.Subscription)
-	if b.c.Flavour() == RabbitMQ {
-		sub = strings.TrimPrefix(sub, rabbitSubPrefix)
-	}
 	if sub == identitySub {
 		if id := f.Header.Get("originBrokerId"); id != "" {
 			select {
@@ -276,7 +261,7 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 		}
 	}
 	f := frame.New(frame.SUBSCRIBE,
-		frame.Id, b.wireID(sub.ID),
+		frame.Id, sub.ID,
 		frame.Destination, dest,
 		frame.Ack, ack)
 	switch b.c.Flavour() {
@@ -295,9 +280,9 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 			// however many of its bindings match (prices.eu and prices.*), and
 			// its delivery ids differ per copy, so copies in separate queues
 			// could not be told apart.
-			q := rabbitQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
+			q := advisory.BridgeQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
 			if sub.DurableName != "" {
-				q = rabbitQueuePrefix + sanitizeQueue(sub.DurableName)
+				q = advisory.BridgeQueuePrefix + sanitizeQueue(sub.DurableName)
 				f.Header.Add("durable", "true")
 				f.Header.Add("auto-delete", "false")
 			}
@@ -336,20 +321,20 @@ func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
 	b.mu.Lock()
 	delete(b.subs, id)
 	b.mu.Unlock()
-	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, b.wireID(id)))
+	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
 }
 
 // DestroyDurable removes a durable subscription (ActiveMQ: UNSUBSCRIBE carrying
 // activemq.subscriptionName, on a connection with the subscription's client-id).
 func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscription) error {
-	f := frame.New(frame.UNSUBSCRIBE, frame.Id, b.wireID(sub.ID))
+	f := frame.New(frame.UNSUBSCRIBE, frame.Id, sub.ID)
 	switch b.c.Flavour() {
 	case RabbitMQ:
 		// RabbitMQ deletes a durable subscription's queue on an UNSUBSCRIBE
 		// with the subscription's durable headers.
 		f.Header.Add("durable", "true")
 		f.Header.Add("persistent", "true")
-		f.Header.Add("x-queue-name", rabbitQueuePrefix+sanitizeQueue(sub.DurableName))
+		f.Header.Add("x-queue-name", advisory.BridgeQueuePrefix+sanitizeQueue(sub.DurableName))
 	default:
 		f.Header.Add("activemq.subscriptionName", sub.DurableName)
 	}
@@ -434,9 +419,6 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 	}
 	for _, r := range refs {
 		a, ok := r.(ackRef)
-		if ok && a.id == "" && b.c.Flavour() == RabbitMQ {
-			a.sub = b.wireID(a.sub)
-		}
 		if !ok {
 			return fmt.Errorf("settling on %s: foreign delivery reference %T", b.c.URI(), r)
 		}
