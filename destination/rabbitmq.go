@@ -23,17 +23,14 @@ import (
 // format (/queues/Q, /exchanges/X/KEY) is also read, so that a 4.x peer's
 // addresses are understood.
 //
-// The forms are shared, their effects are not (RabbitMQ 3.10.8, checked
-// here): STOMP's /queue/Q declares Q durable, AMQP 1.0's /queue/Q declares it
-// non-durable whatever the terminus durability, and declaring an existing
-// queue with the other durability fails (PRECONDITION_FAILED "inequivalent
-// arg 'durable'"), in both directions. /amq/queue/Q works on either queue
-// from either protocol, but does not create Q: an AMQP 1.0 transfer to a
-// missing queue is settled "accepted" and dropped (verified-here.md). So
-// ToRabbit gives STOMP /queue/Q (what STOMP clients of the queue use) and
-// AMQP 1.0 /amq/queue/Q: an AMQP 1.0 sender must first make sure the queue
-// exists (rabbitmgmt.Client.QueueExists); where there is demand it does,
-// since the consumer holds it.
+// The forms are shared, their effects are not (RabbitMQ 3.10.8): STOMP's
+// /queue/Q declares Q durable; AMQP 1.0's declares it durable only when the
+// link's terminus is durable (transport/amqp asks for that), otherwise
+// exclusive and auto-delete; and declaring an existing queue with the other
+// durability fails (PRECONDITION_FAILED "inequivalent arg 'durable'", checked
+// here in both directions). /amq/queue/Q does not declare: an AMQP 1.0
+// transfer to a missing queue there is settled "accepted" and dropped
+// (verified-here.md), so ToRabbit never produces it.
 //
 // An ActiveMQ topic is RabbitMQ's amq.topic exchange: topic "prices.eu" is
 // routing key "prices.eu". ActiveMQ wildcard words "*" (one word) and ">"
@@ -67,18 +64,14 @@ const TopicExchange = "amq.topic"
 const RabbitAnyRest = "#"
 
 // ToRabbit returns the RabbitMQ address of an ActiveMQ destination: a queue
-// is "/queue/NAME" over STOMP and "/amq/queue/NAME" over AMQP 1.0 (see above
-// why), a topic "/topic/KEY" with the wildcards translated, a temporary
-// queue "/temp-queue/NAME" (STOMP only). Temporary topics have no RabbitMQ
-// counterpart.
+// is "/queue/NAME", a topic "/topic/KEY" with the wildcards translated, a
+// temporary queue "/temp-queue/NAME" (STOMP only). Temporary topics have no
+// RabbitMQ counterpart.
 func ToRabbit(d Destination, p RabbitProtocol) (string, error) {
 	switch d.Kind {
 	case Queue:
 		if d.Name == "" {
 			return "", invalidf(d.String(), "empty name")
-		}
-		if p == RabbitAMQP10 {
-			return "/amq/queue/" + rabbitEscape(d.Name), nil
 		}
 		return "/queue/" + rabbitEscape(d.Name), nil
 	case Topic:

@@ -13,11 +13,11 @@ func TestToRabbit(t *testing.T) {
 		fails string // part of the error; "" when it must succeed
 	}{
 		{Destination{Queue, "orders"}, RabbitSTOMP, "/queue/orders", ""},
-		{Destination{Queue, "orders"}, RabbitAMQP10, "/amq/queue/orders", ""},
+		{Destination{Queue, "orders"}, RabbitAMQP10, "/queue/orders", ""},
 		{Destination{Queue, "a/b"}, RabbitSTOMP, "/queue/a%2Fb", ""},
 		{Destination{Queue, "50%"}, RabbitSTOMP, "/queue/50%", ""},
-		{Destination{Queue, "ünï.cødé"}, RabbitAMQP10, "/amq/queue/ünï.cødé", ""},
-		{Destination{Queue, "a/b"}, RabbitAMQP10, "/amq/queue/a%2Fb", ""},
+		{Destination{Queue, "ünï.cødé"}, RabbitAMQP10, "/queue/ünï.cødé", ""},
+		{Destination{Queue, "a/b"}, RabbitAMQP10, "/queue/a%2Fb", ""},
 		{Destination{Topic, "prices.eu"}, RabbitSTOMP, "/topic/prices.eu", ""},
 		{Destination{Topic, "prices.eu"}, RabbitAMQP10, "/topic/prices.eu", ""},
 		{Destination{Topic, "prices.*"}, RabbitSTOMP, "/topic/prices.*", ""},
