@@ -59,14 +59,14 @@ func TestRabbitModelSnapshotThenEvents(t *testing.T) {
 	m.initial(rabbitSnapshot{
 		consumers: []rabbitmgmt.Consumer{
 			snapConsumer("orders", "T_1"), snapConsumer("orders", "T_1"), // two STOMP clients, same sub id
-			snapConsumer("orders", "T_brokernet-bn-d1"),       // the bridge itself
-			snapConsumer("stomp-subscription-x", "T_2"),       // a topic subscriber's queue
-			snapConsumer("brokernet.s1.topics", "amq.ctag-1"), // a bridge queue
-			snapConsumer("invoices", "amq.ctag-Zx"),           // AMQP 0-9-1
+			snapConsumer("orders", "T_bn-d1"),           // the bridge itself
+			snapConsumer("stomp-subscription-x", "T_2"), // a topic subscriber's queue
+			snapConsumer("bn_s1.topics", "amq.ctag-1"),  // a bridge queue
+			snapConsumer("invoices", "amq.ctag-Zx"),     // AMQP 0-9-1
 		},
 		bindings: []rabbitmgmt.Binding{
 			{Source: "amq.topic", DestinationType: "queue", Destination: "stomp-subscription-x", RoutingKey: "prices.#"},
-			{Source: "amq.topic", DestinationType: "queue", Destination: "brokernet.s1.topics", RoutingKey: "prices.eu"},
+			{Source: "amq.topic", DestinationType: "queue", Destination: "bn_s1.topics", RoutingKey: "prices.eu"},
 			{Source: "", DestinationType: "queue", Destination: "orders", RoutingKey: "orders"},
 			{Source: "amq.direct", DestinationType: "queue", Destination: "q", RoutingKey: "k"},
 		},
