@@ -8,19 +8,20 @@ import "strings"
 
 // BridgeTagPrefix starts the STOMP subscription id (RabbitMQ consumer tag
 // "T_" + id) and the AMQP 0-9-1 consumer tag of every consumer the bridge
-// opens on RabbitMQ. Such consumers are never demand. transport/stomp puts
-// it in front of every subscription id it sends to RabbitMQ.
+// opens on RabbitMQ. Such consumers are never demand. Every subscription id
+// the bridge uses already starts with it (package demand's "bn-d1",
+// transport/stomp's "bn-adv-queue").
 //
 // On RabbitMQ 3.10, AMQP 1.0 consumers get the tag "ctag-" + a binary link
 // handle (checked here), whatever the link name: AMQP 1.0 consumers of the
 // bridge cannot be recognised by tag, only by BridgeQueuePrefix.
-const BridgeTagPrefix = "brokernet-"
+const BridgeTagPrefix = "bn-"
 
 // BridgeQueuePrefix starts the names of the queues the bridge declares on
 // RabbitMQ, such as the queue of its own topic subscription (over STOMP, the
 // SUBSCRIBE header x-queue-name; transport/stomp names them so). Their
 // consumers and bindings are never demand.
-const BridgeQueuePrefix = "brokernet."
+const BridgeQueuePrefix = "bn_"
 
 // IsBridgeConsumerTag reports whether a RabbitMQ consumer tag belongs to the
 // bridge: BridgeTagPrefix, or "T_" + BridgeTagPrefix (STOMP).

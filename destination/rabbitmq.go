@@ -23,13 +23,14 @@ import (
 // format (/queues/Q, /exchanges/X/KEY) is also read, so that a 4.x peer's
 // addresses are understood.
 //
-// Sending over AMQP 1.0 to /amq/queue/Q when Q does not exist is settled
-// "accepted" and the message is dropped (verified-here.md), so ToRabbit always
-// produces the declaring /queue/ form for queues. Over AMQP 1.0, /queue/Q
-// declares Q with the durability of the link's terminus, and declaring an
-// existing queue with the other durability fails (PRECONDITION_FAILED), so
-// transport/amqp attaches queue links with a durable terminus, matching what
-// STOMP's /queue/Q declares.
+// The forms are shared, their effects are not (RabbitMQ 3.10.8): STOMP's
+// /queue/Q declares Q durable; AMQP 1.0's declares it durable only when the
+// link's terminus is durable (transport/amqp asks for that), otherwise
+// exclusive and auto-delete; and declaring an existing queue with the other
+// durability fails (PRECONDITION_FAILED "inequivalent arg 'durable'", checked
+// here in both directions). /amq/queue/Q does not declare: an AMQP 1.0
+// transfer to a missing queue there is settled "accepted" and dropped
+// (verified-here.md), so ToRabbit never produces it.
 //
 // An ActiveMQ topic is RabbitMQ's amq.topic exchange: topic "prices.eu" is
 // routing key "prices.eu". ActiveMQ wildcard words "*" (one word) and ">"
@@ -63,9 +64,9 @@ const TopicExchange = "amq.topic"
 const RabbitAnyRest = "#"
 
 // ToRabbit returns the RabbitMQ address of an ActiveMQ destination: a queue
-// is "/queue/NAME", a topic "/topic/KEY" with the wildcards translated, a temporary
-// queue "/temp-queue/NAME" (STOMP only). Temporary topics have no RabbitMQ
-// counterpart.
+// is "/queue/NAME", a topic "/topic/KEY" with the wildcards translated, a
+// temporary queue "/temp-queue/NAME" (STOMP only). Temporary topics have no
+// RabbitMQ counterpart.
 func ToRabbit(d Destination, p RabbitProtocol) (string, error) {
 	switch d.Kind {
 	case Queue:

@@ -57,6 +57,11 @@ type Config struct {
 	// URI is the STOMP address of the RabbitMQ broker (its VHost is the
 	// vhost watched; Reconnect is the back-off between sessions).
 	URI stomp.URI
+	// EventVHost is the vhost that holds amq.rabbitmq.event (the broker's
+	// event_exchange.vhost), which carries the events of every vhost.
+	// Default "/". The event connection logs in there; events and
+	// snapshots are filtered to URI.VHost.
+	EventVHost string
 	// Management is the management API URL; "" takes URI.Management, and
 	// failing that http://HOST:15672. The API is called with URI's login.
 	Management string
@@ -90,6 +95,9 @@ const statsMargin = time.Second
 func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 	if cfg.URI.Host == "" {
 		return nil, errors.New("RabbitMQ demand source: URI has no host")
+	}
+	if cfg.EventVHost == "" {
+		cfg.EventVHost = "/"
 	}
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = 5 * time.Second
@@ -198,7 +206,9 @@ func parseRabbitEvent(f *frame.Frame) (rabbitEvent, error) {
 // session runs one connection: bind, snapshot, reconcile, follow events.
 // up reports whether the initial snapshot was delivered.
 func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up bool, err error) {
-	conn, err := stomp.Dial(ctx, s.cfg.URI, stomp.Options{})
+	eu := s.cfg.URI
+	eu.VHost = s.cfg.EventVHost
+	conn, err := stomp.Dial(ctx, eu, stomp.Options{})
 	if err != nil {
 		return false, err
 	}
@@ -212,8 +222,9 @@ func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up boo
 		if err := conn.Subscribe(ctx, id, "/exchange/"+EventExchange+"/"+key, "auto"); err != nil {
 			var be *stomp.BrokerError
 			if errors.As(err, &be) && strings.Contains(be.Message+be.Detail, "not_found") {
-				return false, fmt.Errorf("%w: RabbitMQ at %s has no exchange %s: enable the rabbitmq_event_exchange plugin "+
-					"(rabbitmq-plugins enable rabbitmq_event_exchange): %v", rabbitmgmt.ErrSetup, s.cfg.URI, EventExchange, err)
+				return false, fmt.Errorf("%w: RabbitMQ at %s has no exchange %s in vhost %q: enable the rabbitmq_event_exchange "+
+					"plugin (rabbitmq-plugins enable rabbitmq_event_exchange), or name its event_exchange.vhost: %v",
+					rabbitmgmt.ErrSetup, s.cfg.URI, EventExchange, s.cfg.EventVHost, err)
 			}
 			return false, err
 		}

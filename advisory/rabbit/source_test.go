@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -58,14 +59,14 @@ func TestRabbitModelSnapshotThenEvents(t *testing.T) {
 	m.initial(rabbitSnapshot{
 		consumers: []rabbitmgmt.Consumer{
 			snapConsumer("orders", "T_1"), snapConsumer("orders", "T_1"), // two STOMP clients, same sub id
-			snapConsumer("orders", "T_brokernet-bn-d1"),       // the bridge itself
-			snapConsumer("stomp-subscription-x", "T_2"),       // a topic subscriber's queue
-			snapConsumer("brokernet.s1.topics", "amq.ctag-1"), // a bridge queue
-			snapConsumer("invoices", "amq.ctag-Zx"),           // AMQP 0-9-1
+			snapConsumer("orders", "T_bn-d1"),           // the bridge itself
+			snapConsumer("stomp-subscription-x", "T_2"), // a topic subscriber's queue
+			snapConsumer("bn_s1.topics", "amq.ctag-1"),  // a bridge queue
+			snapConsumer("invoices", "amq.ctag-Zx"),     // AMQP 0-9-1
 		},
 		bindings: []rabbitmgmt.Binding{
 			{Source: "amq.topic", DestinationType: "queue", Destination: "stomp-subscription-x", RoutingKey: "prices.#"},
-			{Source: "amq.topic", DestinationType: "queue", Destination: "brokernet.s1.topics", RoutingKey: "prices.eu"},
+			{Source: "amq.topic", DestinationType: "queue", Destination: "bn_s1.topics", RoutingKey: "prices.eu"},
 			{Source: "", DestinationType: "queue", Destination: "orders", RoutingKey: "orders"},
 			{Source: "amq.direct", DestinationType: "queue", Destination: "q", RoutingKey: "k"},
 		},
@@ -341,4 +342,50 @@ func TestSourceStatsDisabled(t *testing.T) {
 	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "rabbitmq_management plugin") || !strings.Contains(err.Error(), nowhere) {
 		t.Fatalf("Run = %v, want a setup error naming the plugin and the URL", err)
 	}
+}
+
+// mgmtPut sends a management API PUT with a JSON body.
+func mgmtPut(t *testing.T, r *testbroker.RabbitMQ, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, r.ManagementURL()+path, strings.NewReader(body))
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT %s: HTTP %d", path, resp.StatusCode)
+	}
+}
+
+// TestSourceOtherVHost watches vhost "prod": the events come through the
+// exchange in "/", and only prod's consumers are demand.
+func TestSourceOtherVHost(t *testing.T) {
+	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
+	mgmtPut(t, r, "/api/vhosts/prod", "{}")
+	mgmtPut(t, r, "/api/permissions/prod/guest", `{"configure":".*","write":".*","read":".*"}`)
+	prod := r.StompURI() + "?vhost=prod"
+
+	u := stomptest.URI(t, prod+"&management="+url.QueryEscape(r.ManagementURL()))
+	src, err := NewSource(Config{URI: u}, stomptest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &demandView{cur: map[string]advisory.Consumer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, v.emit) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	stomptest.Eventually(t, 20*time.Second, func() error { return v.want(1) })
+
+	subscribe(t, stomptest.Dial(t, prod), "1", "/queue/orders")
+	subscribe(t, stomptest.Dial(t, r.StompURI()), "1", "/queue/orders")   // vhost "/"
+	subscribe(t, stomptest.Dial(t, r.StompURI()), "2", "/queue/invoices") // vhost "/"
+	subscribe(t, stomptest.Dial(t, prod), "2", "/topic/prices.*")
+	stomptest.Eventually(t, 10*time.Second, func() error { return v.want(1, "queue://orders", "topic://prices.*") })
 }
