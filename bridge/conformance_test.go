@@ -15,6 +15,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/openwire"
 )
 
 // The conformance suite: one table of scenarios that every combination of
@@ -51,6 +52,14 @@ var combinations = []combination{
 	{"ActiveMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
 		bs := startBrokers(t, 2, true)
 		return activemqSide{bs[0]}, activemqSide{bs[1]}
+	}},
+	{"ActiveMQ-to-ActiveMQ-OpenWire", func(t *testing.T) (side, side) {
+		bs := startBrokers(t, 2, true)
+		return openwireSide{activemqSide{bs[0]}}, openwireSide{activemqSide{bs[1]}}
+	}},
+	{"ActiveMQ-OpenWire-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
+		bs := startBrokers(t, 2, true)
+		return openwireSide{activemqSide{bs[0]}}, activemqSide{bs[1]}
 	}},
 	{"RabbitMQ-to-ActiveMQ-STOMP", func(t *testing.T) (side, side) {
 		var r *testbroker.RabbitMQ
@@ -315,6 +324,18 @@ func (s activemqSide) Depth(t *testing.T, name string) int64 {
 	return queueSize(t, s.b, name)
 }
 func (s activemqSide) Restart(ctx context.Context) error { return s.b.Restart(ctx) }
+
+// openwireSide is an ActiveMQ broker bridged over OpenWire (test clients
+// still speak STOMP).
+type openwireSide struct{ activemqSide }
+
+func (s openwireSide) Endpoint(t *testing.T) transport.Endpoint {
+	u, err := openwire.ParseURI(s.b.OpenWireURI() + "?initialReconnectDelay=100&maxReconnectDelay=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
 
 // rabbitSide is a RabbitMQ broker bridged over STOMP.
 type rabbitSide struct{ r *testbroker.RabbitMQ }

@@ -57,8 +57,8 @@ func ParseURI(s string) (URI, error) {
 	}
 	shown := redact(pu)
 	switch pu.Scheme {
-	case "stomp", "tcp":
-	case "stomp+ssl", "stomp+tls", "ssl", "stomps":
+	case "stomp":
+	case "stomp+ssl", "stomp+tls", "stomps":
 		u.TLS = true
 	case "":
 		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp:// or stomp+ssl://)", shown)

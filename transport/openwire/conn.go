@@ -1,0 +1,866 @@
+// Package openwire is brokernet's OpenWire client for ActiveMQ Classic: a
+// transport.Conn that speaks the broker's native protocol, so that JMS
+// messages keep their type, typed properties and headers, and consumer
+// advisories arrive as the broker's own ConsumerInfo/RemoveInfo commands.
+//
+// It implements the subset of OpenWire v12 (ActiveMQ 5.13 and later) the
+// bridge needs, in tight or loose encoding (the URI's
+// wireFormat.tightEncodingEnabled), always with size prefixes and without
+// the marshal cache: brokernet's WireFormatInfo offers cacheEnabled=false
+// and sizePrefixDisabled=false, and ActiveMQ negotiates the AND of both
+// sides (OpenWireFormat.renegotiateWireFormat). The WireFormatInfo exchange
+// itself is loose. The size prefix lets the reader skip commands it does
+// not know, and bounds what a frame can make brokernet allocate.
+package openwire
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// Compile-time guards.
+var (
+	_ transport.Conn     = (*Conn)(nil)
+	_ transport.Endpoint = URI{}
+)
+
+// Version is the OpenWire version brokernet speaks. ActiveMQ 5.17 offers 12;
+// a newer broker negotiates down to it (the minimum of both sides).
+const Version = 12
+
+// Dial implements transport.Endpoint: it connects to the broker at u,
+// logging to the zerolog logger of ctx (zerolog.Ctx). opts.ClientID is used
+// when the URI sets no clientId.
+func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	if opts.ClientID != "" && u.ClientID == "" {
+		u.ClientID = opts.ClientID
+	}
+	c, err := Dial(ctx, u, *zerolog.Ctx(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Backoff implements transport.Endpoint: the reconnect policy of u.
+func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+
+// BrokerError is an ExceptionResponse or ConnectionError from the broker:
+// the Java exception class and message.
+type BrokerError struct{ Exception string }
+
+func (e *BrokerError) Error() string { return "broker error: " + e.Exception }
+
+// Timeouts.
+const (
+	connectTimeout = 10 * time.Second
+	writeTimeout   = 30 * time.Second
+	defaultPrefech = 1000
+)
+
+// Conn is one OpenWire connection. See transport.Conn for the contract.
+type Conn struct {
+	uri  URI
+	log  zerolog.Logger
+	nc   net.Conn
+	info transport.Info
+
+	brokerID, brokerName string
+	connID               *connectionID
+	sessID               *sessionID
+	prodID               *producerID
+	clientID             string
+	traces               bool          // stackTraceEnabled negotiated
+	tight                bool          // tightEncodingEnabled negotiated
+	inactivity           time.Duration // negotiated maxInactivityDuration, 0 = none
+
+	out      chan outFrame
+	wrote    atomic.Bool
+	cmdID    atomic.Int32
+	tokens   atomic.Uint64
+	done     chan struct{}
+	failOnce sync.Once
+	err      error // set before done is closed
+
+	events *queue
+
+	mu      sync.Mutex                // guards waiters, subs, byValue
+	waiters map[int32]func(c command) // responses awaited, by command id
+	subs    map[string]*subscription  // by subscription id
+	byValue map[int64]*subscription   // by consumer id value
+	advisor map[int64]bool            // advisory consumer values
+
+	// Owned by the calling goroutine (the bridge session).
+	nextConsumer int64
+	nextTx       int64
+	tx           *localTxID // the open send transaction, nil if none
+	msgSeq       int64
+}
+
+// subscription is one open consumer.
+type subscription struct {
+	id      string
+	cid     *consumerID
+	dest    *dest
+	ack     transport.AckMode
+	mu      sync.Mutex // guards the fields below
+	closed  bool       // unsubscribed: its deliveries went back to the broker
+	seq     uint64
+	unacked []delivered // delivered, not yet settled, in delivery order
+}
+
+type delivered struct {
+	seq  uint64
+	id   *messageID
+	dest *dest
+}
+
+// ref is the transport.Ref of an OpenWire delivery.
+type ref struct {
+	sub *subscription
+	seq uint64
+	id  *messageID
+}
+
+// Dial connects, negotiates the wire format and opens the connection, a
+// session and an anonymous producer.
+func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", uri.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", uri, err)
+	}
+	if uri.TLS {
+		cfg, err := tlsConfig(uri)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls handshake with %s: %w", uri, err)
+		}
+		nc = tc
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	c := &Conn{
+		uri:     uri,
+		log:     log.With().Str("component", "openwire").Str("broker", uri.String()).Logger(),
+		nc:      nc,
+		connID:  &connectionID{Value: "ID:brokernet-" + hex.EncodeToString(rnd[:]) + "-1"},
+		out:     make(chan outFrame, 1024),
+		done:    make(chan struct{}),
+		events:  newQueue(),
+		waiters: make(map[int32]func(command)),
+		subs:    make(map[string]*subscription),
+		byValue: make(map[int64]*subscription),
+		advisor: make(map[int64]bool),
+	}
+	c.sessID = &sessionID{ConnectionID: c.connID.Value, Value: 1}
+	c.prodID = &producerID{ConnectionID: c.connID.Value, SessionID: 1, Value: 1}
+	c.clientID = uri.ClientID
+	if c.clientID == "" {
+		c.clientID = c.connID.Value
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if err := c.handshake(ctx, br); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.info = transport.Info{
+		Protocol:     "openwire",
+		Server:       c.info.Server,
+		Flavour:      transport.ActiveMQ,
+		ConnectionID: c.connID.Value,
+		Selectors:    true,
+		Transactions: true,
+	}
+	go c.readLoop(br)
+	go c.writeLoop()
+	go c.events.pump(c.done)
+	if c.inactivity > 0 {
+		go c.keepAlive()
+	}
+	return c, nil
+}
+
+func tlsConfig(uri URI) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
+	if uri.ServerName != "" {
+		cfg.ServerName = uri.ServerName
+	}
+	if uri.CAFile != "" {
+		pem, err := os.ReadFile(uri.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// ourWireFormat is brokernet's preferred wire format (the keys of
+// WireFormatInfo's property map, WireFormatInfo.java).
+func (c *Conn) ourWireFormat() *wireFormatInfo {
+	b, _ := encodeProps([]transport.Property{
+		{Name: "TightEncodingEnabled", Value: c.uri.Tight},
+		{Name: "CacheEnabled", Value: false},
+		{Name: "SizePrefixDisabled", Value: false},
+		{Name: "StackTraceEnabled", Value: false},
+		{Name: "TcpNoDelayEnabled", Value: true},
+		{Name: "CacheSize", Value: int32(0)},
+		{Name: "MaxInactivityDuration", Value: c.uri.MaxInactivity.Milliseconds()},
+		{Name: "MaxInactivityDurationInitalDelay", Value: initialDelay(c.uri.MaxInactivity).Milliseconds()},
+		{Name: "MaxFrameSize", Value: int64(c.uri.MaxFrameSize)},
+		{Name: "ProviderName", Value: "brokernet"},
+	})
+	return &wireFormatInfo{Magic: magic, Version: Version, Props: b}
+}
+
+func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
+	deadline, _ := ctx.Deadline()
+	c.nc.SetDeadline(deadline)
+	defer c.nc.SetDeadline(time.Time{})
+	fail := func(err error) error { return fmt.Errorf("connecting to %s: %w", c.uri, err) }
+
+	if _, err := c.nc.Write(encodeFrame(c.ourWireFormat())); err != nil {
+		return fail(err)
+	}
+	ci := &connectionInfo{
+		ConnectionID: c.connID,
+		ClientID:     c.clientID,
+		UserName:     c.uri.User,
+		Password:     c.uri.Password,
+	}
+	ci.CommandID = c.cmdID.Add(1)
+	ci.ResponseRequired = true
+	var buf []byte
+	gotWF, gotBroker, connected := false, false, false
+	for !(gotWF && gotBroker && connected) {
+		p, err := readFrame(br, buf, c.uri.MaxFrameSize)
+		if err != nil {
+			return fail(err)
+		}
+		buf = p
+		cmd, err := decodeCommandAs(p, c.traces, c.tight && gotWF)
+		if err != nil {
+			var unknown errUnknownCommand
+			if errors.As(err, &unknown) {
+				continue
+			}
+			return fail(err)
+		}
+		switch x := cmd.(type) {
+		case *wireFormatInfo:
+			if x.Magic != magic {
+				return fail(fmt.Errorf("not an OpenWire broker (magic %q)", x.Magic[:]))
+			}
+			if err := c.negotiate(x); err != nil {
+				return fail(err)
+			}
+			gotWF = true
+			w := &writer{}
+			for _, f := range []dataStructure{ci,
+				&sessionInfo{baseCommand: baseCommand{CommandID: c.cmdID.Add(1)}, SessionID: c.sessID},
+				&producerInfo{baseCommand: baseCommand{CommandID: c.cmdID.Add(1)}, ProducerID: c.prodID},
+			} {
+				w.b = append(w.b, encodeFrameAs(f, c.tight)...)
+			}
+			if _, err := c.nc.Write(w.b); err != nil {
+				return fail(err)
+			}
+		case *brokerInfo:
+			if x.BrokerID != nil {
+				c.brokerID = x.BrokerID.Value
+			}
+			c.brokerName = x.BrokerName
+			gotBroker = true
+		case *exceptionResponse:
+			return fail(&BrokerError{Exception: x.Exception})
+		case *response:
+			if x.CorrelationID == ci.CommandID {
+				connected = true
+			}
+		case *connectionError:
+			return fail(&BrokerError{Exception: x.Exception})
+		}
+	}
+	return nil
+}
+
+// negotiate applies the broker's WireFormatInfo: the AND of the boolean
+// options, the minimum of version and inactivity duration.
+func (c *Conn) negotiate(x *wireFormatInfo) error {
+	if x.Version < Version {
+		return fmt.Errorf("broker speaks OpenWire version %d; brokernet needs %d (ActiveMQ 5.13 or later)", x.Version, Version)
+	}
+	props, err := decodeProps(x.Props)
+	if err != nil {
+		return fmt.Errorf("broker WireFormatInfo: %w", err)
+	}
+	c.inactivity = c.uri.MaxInactivity
+	name, version := "ActiveMQ", ""
+	for _, p := range props {
+		switch p.Name {
+		case "TightEncodingEnabled":
+			v, _ := p.Value.(bool)
+			c.tight = c.uri.Tight && v
+		case "StackTraceEnabled":
+			// brokernet offers false, so the AND is false whatever the broker says.
+		case "MaxInactivityDuration":
+			if v, ok := p.Value.(int64); ok {
+				if d := time.Duration(v) * time.Millisecond; d < c.inactivity {
+					c.inactivity = d
+				}
+			}
+		case "ProviderName":
+			if s, ok := p.Value.(string); ok && s != "" {
+				name = s
+			}
+		case "ProviderVersion":
+			version, _ = p.Value.(string)
+		}
+	}
+	c.info.Server = strings.TrimSpace(name + " " + version)
+	return nil
+}
+
+// Info implements transport.Conn.
+func (c *Conn) Info() transport.Info { return c.info }
+
+// Events implements transport.Conn.
+func (c *Conn) Events() <-chan transport.Event { return c.events.out }
+
+// Done implements transport.Conn.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err implements transport.Conn.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// BrokerID implements transport.Conn with the brokerId of the broker's
+// BrokerInfo, sent at connect.
+func (c *Conn) BrokerID(context.Context) (string, error) {
+	if c.brokerID == "" {
+		return "", errors.New("the broker sent no brokerId in its BrokerInfo")
+	}
+	return c.brokerID, nil
+}
+
+// BrokerName is the brokerName of the broker's BrokerInfo.
+func (c *Conn) BrokerName() string { return c.brokerName }
+
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+func (c *Conn) closedErr() error {
+	if err := c.Err(); err != nil && !errors.Is(err, transport.ErrClosed) {
+		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+	}
+	return transport.ErrClosed
+}
+
+// write queues cmd. If onResponse is not nil the command asks for a
+// response, and onResponse runs on the reader goroutine when it arrives
+// (with nil if the connection ends first).
+func (c *Conn) write(ctx context.Context, cmd command, onResponse func(command)) error {
+	b := cmd.base()
+	b.CommandID = c.cmdID.Add(1)
+	b.ResponseRequired = onResponse != nil
+	if onResponse != nil {
+		c.mu.Lock()
+		if c.waiters == nil {
+			c.mu.Unlock()
+			return c.closedErr()
+		}
+		c.waiters[b.CommandID] = onResponse
+		c.mu.Unlock()
+	}
+	frame := encodeFrameAs(cmd, c.tight)
+	if len(frame)-4 > c.uri.MaxFrameSize {
+		c.forget(b.CommandID)
+		return fmt.Errorf("command of %d bytes exceeds wireFormat.maxFrameSize %d", len(frame)-4, c.uri.MaxFrameSize)
+	}
+	select {
+	case c.out <- outFrame{b: frame}:
+		return nil
+	case <-c.done:
+		return c.closedErr()
+	case <-ctx.Done():
+		c.forget(b.CommandID)
+		return ctx.Err()
+	}
+}
+
+func (c *Conn) forget(id int32) {
+	c.mu.Lock()
+	if c.waiters != nil {
+		delete(c.waiters, id)
+	}
+	c.mu.Unlock()
+}
+
+// respErr returns the error a response carries, nil for success.
+func respErr(r command) error {
+	switch x := r.(type) {
+	case nil:
+		return transport.ErrClosed
+	case *exceptionResponse:
+		return &BrokerError{Exception: x.Exception}
+	}
+	return nil
+}
+
+// confirm returns a response handler that puts Confirmed or Refused for tok
+// on the event stream.
+func (c *Conn) confirm(tok transport.Token, then func(error)) func(command) {
+	return func(r command) {
+		err := respErr(r)
+		if then != nil {
+			then(err)
+		}
+		if r == nil {
+			return // the connection ended; Events closes
+		}
+		if err != nil {
+			c.events.push(transport.Event{Kind: transport.Refused, Token: tok, Err: err})
+		} else {
+			c.events.push(transport.Event{Kind: transport.Confirmed, Token: tok})
+		}
+	}
+}
+
+// Subscribe implements transport.Conn with a ConsumerInfo.
+func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transport.Token, error) {
+	if s.ID == "" {
+		return 0, errors.New("subscribe: empty subscription id")
+	}
+	c.mu.Lock()
+	_, dup := c.subs[s.ID]
+	c.mu.Unlock()
+	if dup {
+		return 0, fmt.Errorf("subscribe %q: subscription id in use", s.ID)
+	}
+	if !s.Destination.Kind.Valid() || s.Destination.Name == "" {
+		return 0, fmt.Errorf("subscribe %q: invalid destination %q", s.ID, s.Destination)
+	}
+	if !fitsUTF(s.Selector) || !fitsUTF(s.DurableName) {
+		return 0, fmt.Errorf("subscribe %q: selector or durable name longer than 65535 bytes", s.ID)
+	}
+	if s.DurableName != "" && c.uri.ClientID == "" {
+		return 0, fmt.Errorf("subscribe %q: durable subscription %q needs the URI option clientId", s.ID, s.DurableName)
+	}
+	prefetch := s.Prefetch
+	if prefetch <= 0 {
+		prefetch = defaultPrefech
+	}
+	prio := s.Priority
+	prio = max(-128, min(127, prio))
+	c.nextConsumer++
+	sub := &subscription{
+		id:   s.ID,
+		cid:  &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer},
+		dest: fromDestination(s.Destination),
+		ack:  s.Ack,
+	}
+	ci := &consumerInfo{
+		ConsumerID:    sub.cid,
+		Destination:   sub.dest,
+		PrefetchSize:  int32(prefetch),
+		Selector:      s.Selector,
+		Priority:      int8(prio),
+		DispatchAsync: true,
+	}
+	if s.DurableName != "" {
+		ci.SubscriptionName = s.DurableName
+		ci.ClientID = c.clientID
+	}
+	c.mu.Lock()
+	c.subs[s.ID] = sub
+	c.byValue[sub.cid.Value] = sub
+	c.mu.Unlock()
+	tok := transport.Token(c.tokens.Add(1))
+	err := c.write(ctx, ci, c.confirm(tok, func(err error) {
+		if err != nil {
+			c.dropSub(sub)
+		}
+	}))
+	if err != nil {
+		c.dropSub(sub)
+		return 0, fmt.Errorf("subscribe %q: %w", s.ID, err)
+	}
+	return tok, nil
+}
+
+func (c *Conn) dropSub(sub *subscription) {
+	sub.mu.Lock()
+	sub.closed = true
+	sub.unacked = nil
+	sub.mu.Unlock()
+	c.mu.Lock()
+	if c.subs[sub.id] == sub {
+		delete(c.subs, sub.id)
+	}
+	if c.byValue[sub.cid.Value] == sub {
+		delete(c.byValue, sub.cid.Value)
+	}
+	c.mu.Unlock()
+}
+
+// Unsubscribe implements transport.Conn with a RemoveInfo of the consumer.
+// The broker redelivers its unsettled deliveries elsewhere.
+func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
+	c.mu.Lock()
+	sub := c.subs[id]
+	c.mu.Unlock()
+	if sub == nil {
+		return fmt.Errorf("unsubscribe %q: no such subscription", id)
+	}
+	c.dropSub(sub)
+	// lastDeliveredSequenceId -1 (RemoveInfo.LAST_DELIVERED_UNKNOWN): the
+	// broker counts every unsettled delivery as delivered.
+	err := c.write(ctx, &removeInfo{ObjectID: sub.cid, LastDeliveredSequenceID: -1}, func(r command) {
+		if err := respErr(r); err != nil && r != nil {
+			c.log.Warn().Err(err).Str("sub", id).Msg("removing consumer")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("unsubscribe %q: %w", id, err)
+	}
+	return nil
+}
+
+// DestroyDurable implements transport.Conn with a RemoveSubscriptionInfo,
+// waiting for the broker's answer.
+func (c *Conn) DestroyDurable(ctx context.Context, s transport.Subscription) error {
+	if s.DurableName == "" {
+		return fmt.Errorf("destroy durable %q: no durable name", s.ID)
+	}
+	if c.uri.ClientID == "" {
+		return fmt.Errorf("destroy durable %q: needs the URI option clientId", s.DurableName)
+	}
+	res := make(chan error, 1)
+	err := c.write(ctx, &removeSubscriptionInfo{ConnectionID: c.connID, SubscriptionName: s.DurableName, ClientID: c.clientID},
+		func(r command) { res <- respErr(r) })
+	if err == nil {
+		select {
+		case err = <-res:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-c.done:
+			err = c.closedErr()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("destroy durable %q: %w", s.DurableName, err)
+	}
+	return nil
+}
+
+// Advisory topics of consumers (AdvisorySupport.getConsumerAdvisoryTopic).
+var advisoryTopics = []string{"ActiveMQ.Advisory.Consumer.Queue.>", "ActiveMQ.Advisory.Consumer.Topic.>"}
+
+// WatchConsumers implements transport.Conn: consumers of the two consumer
+// advisory wildcard topics. ActiveMQ replays a ConsumerInfo for every
+// existing consumer to a new advisory subscriber.
+func (c *Conn) WatchConsumers(ctx context.Context) error {
+	for _, t := range advisoryTopics {
+		c.nextConsumer++
+		cid := &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer}
+		sub := &subscription{id: "\x00advisory:" + t, cid: cid, dest: &dest{Type: typeTopic, Name: t}}
+		c.mu.Lock()
+		c.advisor[cid.Value] = true
+		c.byValue[cid.Value] = sub
+		c.mu.Unlock()
+		ci := &consumerInfo{ConsumerID: cid, Destination: sub.dest, PrefetchSize: defaultPrefech, DispatchAsync: true}
+		if err := c.write(ctx, ci, func(r command) {
+			if err := respErr(r); err != nil && r != nil {
+				c.events.push(transport.Event{Kind: transport.BadConsumer, Err: fmt.Errorf("subscribing to %s: %w", t, err)})
+			}
+		}); err != nil {
+			return fmt.Errorf("watching consumers: %w", err)
+		}
+	}
+	return nil
+}
+
+// OwnConsumer implements transport.Conn: consumer ids are
+// "connectionId:sessionId:value", and this connection's id is unique.
+func (c *Conn) OwnConsumer(id string) bool {
+	return strings.HasPrefix(id, c.connID.Value+":")
+}
+
+// Send implements transport.Conn: the message joins the open local
+// transaction (begun with the first Send after a Commit).
+func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
+	m, err := fromMessage(tm)
+	if err != nil {
+		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	if c.tx == nil {
+		c.nextTx++
+		tx := &localTxID{Value: c.nextTx, ConnectionID: c.connID}
+		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, nil); err != nil {
+			return fmt.Errorf("beginning transaction: %w", err)
+		}
+		c.tx = tx
+	}
+	c.msgSeq++
+	m.ProducerID = c.prodID
+	m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
+	m.TransactionID = c.tx
+	if err := c.write(ctx, m, nil); err != nil {
+		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	return nil
+}
+
+// Commit implements transport.Conn: TransactionInfo COMMIT_ONE_PHASE asking
+// for a response. Without messages since the last Commit it is confirmed at
+// once.
+func (c *Conn) Commit(ctx context.Context) (transport.Token, error) {
+	tok := transport.Token(c.tokens.Add(1))
+	if c.tx == nil {
+		if c.Err() != nil {
+			return 0, c.closedErr()
+		}
+		c.events.push(transport.Event{Kind: transport.Confirmed, Token: tok})
+		return tok, nil
+	}
+	tx := c.tx
+	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txCommitOnePhase}, c.confirm(tok, nil)); err != nil {
+		return 0, fmt.Errorf("committing: %w", err)
+	}
+	c.tx = nil
+	return tok, nil
+}
+
+// Settle implements transport.Conn. Accepted: a standard (cumulative range)
+// ack from the first unsettled delivery to the last ref for a Cumulative
+// subscription, individual acks otherwise. Rejected: poison acks (the broker
+// moves the messages to its DLQ). Released is not expressible in OpenWire
+// short of closing the consumer (Unsubscribe), which returns them.
+func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, outcome transport.Outcome) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if outcome == transport.Released {
+		return fmt.Errorf("settle %q: released: %w (unsubscribe to return deliveries)", subID, transport.ErrUnsupported)
+	}
+	var acks []*messageAck
+	last, ok := refs[len(refs)-1].(ref)
+	if !ok || last.sub == nil {
+		return fmt.Errorf("settle %q: foreign ref %T", subID, refs[len(refs)-1])
+	}
+	sub := last.sub
+	sub.mu.Lock()
+	closed := sub.closed
+	sub.mu.Unlock()
+	if closed {
+		// An ack for a removed consumer would be an error on the broker's
+		// side; its deliveries are the broker's again anyway.
+		return fmt.Errorf("settle %q: subscription closed, its deliveries return to the broker", subID)
+	}
+	if outcome == transport.Accepted && sub.ack == transport.Cumulative {
+		sub.mu.Lock()
+		n := 0
+		for n < len(sub.unacked) && sub.unacked[n].seq <= last.seq {
+			n++
+		}
+		if n == 0 {
+			sub.mu.Unlock()
+			return nil // already settled
+		}
+		first, end := sub.unacked[0], sub.unacked[n-1]
+		sub.unacked = append(sub.unacked[:0], sub.unacked[n:]...)
+		sub.mu.Unlock()
+		acks = append(acks, &messageAck{Destination: end.dest, ConsumerID: sub.cid, AckType: ackStandard,
+			FirstID: first.id, LastID: end.id, MessageCount: int32(n)})
+	} else {
+		typ := byte(ackIndividual)
+		if outcome == transport.Rejected {
+			typ = ackPoison
+		}
+		sub.mu.Lock()
+		for _, r := range refs {
+			rr, ok := r.(ref)
+			if !ok || rr.sub != sub {
+				sub.mu.Unlock()
+				return fmt.Errorf("settle %q: ref of another subscription", subID)
+			}
+			for i, d := range sub.unacked {
+				if d.seq == rr.seq {
+					acks = append(acks, &messageAck{Destination: d.dest, ConsumerID: sub.cid, AckType: typ,
+						FirstID: d.id, LastID: d.id, MessageCount: 1})
+					sub.unacked = append(sub.unacked[:i], sub.unacked[i+1:]...)
+					break
+				}
+			}
+		}
+		sub.mu.Unlock()
+	}
+	for _, a := range acks {
+		if err := c.write(ctx, a, nil); err != nil {
+			return fmt.Errorf("settle %q: %w", subID, err)
+		}
+	}
+	return nil
+}
+
+// Sync implements transport.Conn: a TransactionInfo BEGIN asking for a
+// response (the broker answers commands in order, so its response proves
+// earlier acks were processed), then the ROLLBACK of that empty transaction.
+// Unlike a response to the ack itself, this does not make the broker sync
+// its store to disk.
+func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
+	tok := transport.Token(c.tokens.Add(1))
+	c.nextTx++
+	tx := &localTxID{Value: c.nextTx, ConnectionID: c.connID}
+	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, c.confirm(tok, nil)); err != nil {
+		return 0, fmt.Errorf("syncing: %w", err)
+	}
+	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}, nil); err != nil {
+		return 0, fmt.Errorf("syncing: %w", err)
+	}
+	return tok, nil
+}
+
+// Close implements transport.Conn: RemoveInfo of the connection, awaited,
+// then ShutdownInfo.
+func (c *Conn) Close(ctx context.Context) error {
+	if c.Err() != nil {
+		return nil
+	}
+	res := make(chan error, 1)
+	err := c.write(ctx, &removeInfo{ObjectID: c.connID, LastDeliveredSequenceID: -1}, func(r command) { res <- respErr(r) })
+	if err == nil {
+		select {
+		case err = <-res:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-c.done:
+		}
+	}
+	if err == nil {
+		err = c.write(ctx, &shutdownInfo{}, nil)
+		if err == nil {
+			// Let the writer flush the ShutdownInfo before the socket closes.
+			flushed := make(chan struct{})
+			select {
+			case c.out <- outFrame{flushed: flushed}:
+				select {
+				case <-flushed:
+				case <-ctx.Done():
+				case <-c.done:
+				}
+			case <-ctx.Done():
+			case <-c.done:
+			}
+		}
+	}
+	c.fail(transport.ErrClosed)
+	if err != nil && !errors.Is(err, transport.ErrClosed) {
+		return fmt.Errorf("closing: %w", err)
+	}
+	return nil
+}
+
+// Abort implements transport.Conn.
+func (c *Conn) Abort() { c.fail(transport.ErrClosed) }
+
+// keepAlive writes a KeepAliveInfo when nothing was written for a third of
+// the negotiated inactivity duration, so the broker's InactivityMonitor
+// keeps the connection.
+func (c *Conn) keepAlive() {
+	t := time.NewTicker(c.inactivity / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			if !c.wrote.Swap(false) {
+				c.write(context.Background(), &keepAliveInfo{}, nil)
+			}
+		}
+	}
+}
+
+// outFrame is a frame for the writer, or (flushed set) a barrier closed
+// once everything queued before it is on the socket.
+type outFrame struct {
+	b       []byte
+	flushed chan struct{}
+}
+
+// writeLoop writes queued frames, flushing when the queue is empty.
+func (c *Conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		var f outFrame
+		select {
+		case f = <-c.out:
+		case <-c.done:
+			return
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := bw.Write(f.b); err != nil {
+			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			return
+		}
+		if len(c.out) == 0 || f.flushed != nil {
+			if err := bw.Flush(); err != nil {
+				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+				return
+			}
+		}
+		if f.flushed != nil {
+			close(f.flushed)
+		}
+		c.wrote.Store(true)
+	}
+}
+
+// initialDelay is MaxInactivityDurationInitalDelay (sic): how long the
+// broker's InactivityMonitor waits before its first check. Its checks then
+// write a KeepAliveInfo every third of the duration when idle
+// (AbstractInactivityMonitor).
+func initialDelay(inactivity time.Duration) time.Duration {
+	return min(10*time.Second, inactivity)
+}

@@ -1,0 +1,319 @@
+package openwire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// readLoop reads frames until the connection ends. It never blocks on the
+// consumer of Events (the queue is unbounded; the broker's prefetch bounds
+// deliveries), so responses keep flowing while the bridge is busy.
+func (c *Conn) readLoop(br *bufio.Reader) {
+	var buf []byte
+	for {
+		if c.inactivity > 0 {
+			// After its initial delay the broker writes a KeepAliveInfo when it
+			// has written nothing for a third of the duration; twice the
+			// duration beyond the delay is silence for sure.
+			c.nc.SetReadDeadline(time.Now().Add(initialDelay(c.inactivity) + 2*c.inactivity))
+		}
+		p, err := readFrame(br, buf, c.uri.MaxFrameSize)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("broker closed the connection")
+			}
+			c.fail(fmt.Errorf("reading from %s: %w", c.uri, err))
+			break
+		}
+		if cap(p) <= 1<<20 {
+			buf = p // reuse small buffers; decoded values are copies
+		}
+		cmd, err := decodeCommandAs(p, c.traces, c.tight)
+		if err != nil {
+			var unknown errUnknownCommand
+			if !errors.As(err, &unknown) {
+				c.log.Warn().Err(err).Msg("skipping malformed frame")
+			}
+			continue
+		}
+		c.handle(cmd)
+	}
+	// Release response waiters: the connection is gone.
+	c.mu.Lock()
+	waiters := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, w := range waiters {
+		w(nil)
+	}
+}
+
+func (c *Conn) handle(cmd dataStructure) {
+	switch x := cmd.(type) {
+	case *response, *exceptionResponse, *dataResponse, *integerResponse:
+		id, _ := correlation(x.(command))
+		c.mu.Lock()
+		w := c.waiters[id]
+		delete(c.waiters, id)
+		c.mu.Unlock()
+		if w != nil {
+			w(x.(command))
+		}
+	case *messageDispatch:
+		c.dispatch(x)
+	case *keepAliveInfo:
+		if x.ResponseRequired {
+			c.write(noCtx{}, &keepAliveInfo{}, nil)
+		}
+	case *connectionError:
+		// The broker refused a command that asked for no response and
+		// ends the connection.
+		c.fail(fmt.Errorf("%s: %w: %w", c.uri, transport.ErrRefused, &BrokerError{Exception: x.Exception}))
+	case *shutdownInfo:
+		c.fail(fmt.Errorf("%s: broker shut down the connection", c.uri))
+	case *brokerInfo, *wireFormatInfo:
+		// Sent again on some reconnections; the identity learnt at connect stays.
+	default:
+		// ConsumerControl, ConnectionControl, ProducerAck…: nothing to do.
+	}
+}
+
+// noCtx is a context that is never done, for writes from the reader.
+type noCtx struct{}
+
+func (noCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (noCtx) Done() <-chan struct{}       { return nil }
+func (noCtx) Err() error                  { return nil }
+func (noCtx) Value(any) any               { return nil }
+
+func (c *Conn) dispatch(md *messageDispatch) {
+	if md.ConsumerID == nil || md.Message == nil {
+		return // end of a browse, or nothing to deliver
+	}
+	c.mu.Lock()
+	sub := c.byValue[md.ConsumerID.Value]
+	advisoryConsumer := c.advisor[md.ConsumerID.Value]
+	c.mu.Unlock()
+	if sub == nil || md.ConsumerID.ConnectionID != c.connID.Value {
+		// A late dispatch to a closed consumer: the broker takes it back
+		// when the RemoveInfo is processed.
+		return
+	}
+	m := md.Message
+	d := md.Destination
+	if d == nil {
+		d = m.Destination
+	}
+	if advisoryConsumer {
+		// Acknowledge at once: advisories are events, not work, and an
+		// unacknowledged topic subscription stops at its prefetch.
+		c.write(noCtx{}, &messageAck{Destination: d, ConsumerID: md.ConsumerID, AckType: ackStandard,
+			FirstID: m.MessageID, LastID: m.MessageID, MessageCount: 1}, nil)
+		ev, err := c.advisoryEvent(m)
+		switch {
+		case errors.Is(err, advisory.ErrNotConsumerAdvisory):
+		case err != nil:
+			c.events.push(transport.Event{Kind: transport.BadConsumer, Err: err})
+		default:
+			c.events.push(transport.Event{Kind: transport.Consumer, Consumer: ev})
+		}
+		return
+	}
+	tm, err := toMessage(m, md.RedeliveryCounter)
+	if err != nil {
+		// The message cannot be read, but it is the broker's: poison-ack it
+		// so it goes to the DLQ instead of blocking the prefetch window.
+		c.log.Warn().Err(err).Str("id", m.MessageID.String()).Msg("undecodable message sent to the DLQ")
+		c.write(noCtx{}, &messageAck{Destination: d, ConsumerID: md.ConsumerID, AckType: ackPoison,
+			FirstID: m.MessageID, LastID: m.MessageID, MessageCount: 1, PoisonCause: "java.io.IOException: " + err.Error()}, nil)
+		return
+	}
+	sub.mu.Lock()
+	sub.seq++
+	r := ref{sub: sub, seq: sub.seq, id: m.MessageID}
+	sub.unacked = append(sub.unacked, delivered{seq: sub.seq, id: m.MessageID, dest: d})
+	sub.mu.Unlock()
+	c.events.push(transport.Event{Kind: transport.Delivery, Sub: sub.id, Msg: tm, Ref: r})
+}
+
+// Properties of ActiveMQ advisory messages (AdvisorySupport).
+const (
+	propOriginBrokerID   = "originBrokerId"
+	propOriginBrokerName = "originBrokerName"
+	propConsumerCount    = "consumerCount"
+)
+
+// advisoryEvent turns an advisory message's data structure into the same
+// advisory.Event the STOMP/JSON path builds (advisory.ParseActiveMQ).
+func (c *Conn) advisoryEvent(m *message) (advisory.Event, error) {
+	ev := advisory.Event{ConsumerCount: -1}
+	props, err := decodeProps(m.Props)
+	if err != nil {
+		return ev, fmt.Errorf("advisory %s: %w", m.MessageID, err)
+	}
+	for _, p := range props {
+		switch p.Name {
+		case propOriginBrokerID:
+			ev.OriginBrokerID, _ = p.Value.(string)
+		case propOriginBrokerName:
+			ev.OriginBrokerName, _ = p.Value.(string)
+		case propConsumerCount:
+			if n, ok := p.Value.(int32); ok && n >= 0 {
+				ev.ConsumerCount = int(n)
+			}
+		}
+	}
+	// The broker stamps its advisories with its own id; a message a client
+	// sent to an advisory topic lacks it (or names another broker).
+	if ev.OriginBrokerID != c.brokerID {
+		return ev, fmt.Errorf("advisory %s: originBrokerId %q is not the broker's %q", m.MessageID, ev.OriginBrokerID, c.brokerID)
+	}
+	switch x := m.DataStructure.(type) {
+	case *consumerInfo:
+		cons, err := consumerOf(x)
+		if err != nil {
+			return ev, fmt.Errorf("advisory %s: %w", m.MessageID, err)
+		}
+		ev.Kind, ev.Consumer = advisory.ConsumerAdded, cons
+	case *removeInfo:
+		id, ok := x.ObjectID.(*consumerID)
+		if !ok {
+			return ev, fmt.Errorf("%w: RemoveInfo of %T", advisory.ErrNotConsumerAdvisory, x.ObjectID)
+		}
+		ev.Kind, ev.Consumer = advisory.ConsumerRemoved, advisory.Consumer{ID: id.String()}
+	case *removeSubscriptionInfo:
+		if x.SubscriptionName == "" {
+			return ev, fmt.Errorf("advisory %s: RemoveSubscriptionInfo without subscription name", m.MessageID)
+		}
+		cons := advisory.Consumer{SubscriptionName: x.SubscriptionName, ClientID: x.ClientID}
+		if d, ok := toDestination(m.Destination); ok {
+			if name, ok := strings.CutPrefix(d.Name, "ActiveMQ.Advisory.Consumer.Topic."); ok {
+				cons.Destination = destination.Destination{Kind: destination.Topic, Name: name}
+			}
+		}
+		ev.Kind, ev.Consumer = advisory.DurableRemoved, cons
+	case nil:
+		return ev, fmt.Errorf("advisory %s: no data structure", m.MessageID)
+	default:
+		return ev, fmt.Errorf("%w: %T", advisory.ErrNotConsumerAdvisory, x)
+	}
+	return ev, nil
+}
+
+// consumerOf maps a ConsumerInfo as the JSON path does: the selector without
+// ConvertStringPrefix and brokernet tag, Path = tag path then brokerPath,
+// Native for a brokerPath or NetworkBridgeFilter.
+func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
+	if x.ConsumerID == nil || x.ConsumerID.ConnectionID == "" {
+		return advisory.Consumer{}, errors.New("ConsumerInfo without consumerId")
+	}
+	d, ok := toDestination(x.Destination)
+	if !ok {
+		return advisory.Consumer{}, errors.New("ConsumerInfo without destination")
+	}
+	c := advisory.Consumer{
+		ID:               x.ConsumerID.String(),
+		Destination:      d,
+		Priority:         int(x.Priority),
+		Prefetch:         int(x.PrefetchSize),
+		Browser:          x.Browser,
+		Exclusive:        x.Exclusive,
+		NoLocal:          x.NoLocal,
+		Retroactive:      x.Retroactive,
+		SubscriptionName: x.SubscriptionName,
+		ClientID:         x.ClientID,
+	}
+	var brokerPath []string
+	for _, b := range x.BrokerPath {
+		if b != nil {
+			brokerPath = append(brokerPath, b.Value)
+		}
+	}
+	filter, native := x.AdditionalPredicate.(*networkBridgeFilter)
+	c.Native = native || len(brokerPath) > 0
+	if native && len(brokerPath) == 0 && filter.NetworkBrokerID != nil && filter.NetworkBrokerID.Value != "" {
+		brokerPath = []string{filter.NetworkBrokerID.Value}
+	}
+	sel := strings.TrimPrefix(x.Selector, advisory.ConvertStringPrefix)
+	user, tag, isBridge := advisory.ParseSelector(sel)
+	if strings.TrimSpace(user) == "" {
+		user = ""
+	}
+	c.Selector = user
+	if isBridge {
+		c.Bridge = true
+		c.Replay = tag.Replay
+		c.Origin = tag.Origin
+		c.Path = append(c.Path, tag.Path...)
+	}
+	c.Path = append(c.Path, brokerPath...)
+	return c, nil
+}
+
+// queue is the unbounded, ordered event queue between the reader and Events.
+type queue struct {
+	mu     sync.Mutex
+	items  []transport.Event
+	signal chan struct{}
+	out    chan transport.Event
+}
+
+func newQueue() *queue {
+	return &queue{signal: make(chan struct{}, 1), out: make(chan transport.Event, 256)}
+}
+
+func (q *queue) push(ev transport.Event) {
+	q.mu.Lock()
+	q.items = append(q.items, ev)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pump moves events to out in order. When done closes it hands over what
+// is queued (confirmations the broker sent before the end) and closes out.
+func (q *queue) pump(done <-chan struct{}) {
+	defer close(q.out)
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		q.mu.Unlock()
+		for _, ev := range items {
+			select {
+			case q.out <- ev:
+			case <-done:
+				// Still hand over what is left, unless nobody reads.
+				select {
+				case q.out <- ev:
+				case <-time.After(time.Second):
+					return
+				}
+			}
+		}
+		if len(items) > 0 {
+			continue
+		}
+		select {
+		case <-q.signal:
+		case <-done:
+			q.mu.Lock()
+			rest := len(q.items)
+			q.mu.Unlock()
+			if rest == 0 {
+				return
+			}
+		}
+	}
+}
