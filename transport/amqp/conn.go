@@ -1,9 +1,11 @@
 // Package amqp is the AMQP 1.0 transport: a transport.Conn over
 // github.com/Azure/go-amqp, shaped by what RabbitMQ 3.10's AMQP 1.0 plugin does.
 //
-// One AMQP connection carries two sessions: one for the receiver links of
-// every subscription (and Sync's ping), one for the sender links, one per
-// destination sent to. RabbitMQ 3.10 backs an
+// One AMQP connection carries a session for the receiver links of the
+// subscriptions (with Sync's ping) and one for the sender links, one per
+// destination sent to. RabbitMQ 3.10 ends a session when it refuses an
+// attach on it: queue sources are probed on a throwaway session first, and
+// the senders' session is replaced after a refusal. RabbitMQ 3.10 backs an
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
 // that channel (rabbit_amqp1_0_session_process); Sync relies on that.
@@ -56,7 +58,6 @@ const linkTimeout = 30 * time.Second
 type Conn struct {
 	uri  URI
 	conn *amqp.Conn
-	sess *amqp.Session
 	info transport.Info
 	// clusterName is RabbitMQ's cluster_name from the open frame, or "".
 	clusterName string
@@ -74,8 +75,8 @@ type Conn struct {
 	syncing []transport.Token // Sync tokens not yet taken by syncLoop
 	syncSig chan struct{}     // capacity 1: syncing is not empty
 
+	recv   *recvSession // the receivers' session (see probe)
 	pingMu sync.Mutex   // serialises roundTrip; never held with mu
-	ping   *amqp.Sender // Sync's sender link on sess (nil after it failed)
 
 	// Owned by the caller's goroutine (Send, Commit). Sender links live on a
 	// session of their own, sendSess, replaced after a refused attach.
@@ -103,6 +104,25 @@ type subscription struct {
 	// unsettled are the deliveries handed out as events and not yet settled
 	// (guarded by Conn.mu); Unsubscribe releases them.
 	unsettled map[*amqp.Message]struct{}
+}
+
+// recvSession is the session for receiver links with its Sync ping sender.
+type recvSession struct {
+	sess *amqp.Session
+	ping *amqp.Sender
+}
+
+// newRecvSession opens a receivers' session and its ping sender.
+func newRecvSession(ctx context.Context, ac *amqp.Conn) (*recvSession, error) {
+	sess, err := ac.NewSession(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	ping, err := sess.NewSender(ctx, syncAddress, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &recvSession{sess: sess, ping: ping}, nil
 }
 
 // delivery is the Ref of a Delivery event.
@@ -168,15 +188,10 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", u, err)
 	}
-	sess, err := ac.NewSession(ctx, nil)
+	rs, err := newRecvSession(ctx, ac)
 	var sendSess *amqp.Session
 	if err == nil {
 		sendSess, err = ac.NewSession(ctx, nil)
-	}
-	var ping *amqp.Sender
-	if err == nil {
-		// Attached now, before any refused attach can spoil the session (see sendSess).
-		ping, err = sess.NewSender(ctx, syncAddress, nil)
 	}
 	if err != nil {
 		ac.Close()
@@ -185,9 +200,8 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	c := &Conn{
 		uri:      u,
 		conn:     ac,
-		sess:     sess,
+		recv:     rs,
 		sendSess: sendSess,
-		ping:     ping,
 		q:        newEventQueue(),
 		events:   make(chan transport.Event),
 		done:     make(chan struct{}),
@@ -342,10 +356,8 @@ func (c *Conn) OwnConsumer(string) bool { return false }
 // default): RabbitMQ 3.10 refuses rcv-settle-mode second on its outgoing links.
 //
 // A refused attach (e.g. a queue that exists with other arguments, or another
-// connection's exclusive queue) is Refused; RabbitMQ 3.10 then answers every
-// later attach on the receivers' session with the same error (its declaring
-// channel died), so later Subscribes on this connection are refused too until
-// it is redialled.
+// connection's exclusive queue) is Refused; it is found on a probe session,
+// so the other subscriptions live on (see probe).
 //
 // RabbitMQ 3.10 has no selectors and no consumer priority over AMQP 1.0 (its
 // outgoing link passes only a stream offset as consumer argument): a selector
@@ -391,7 +403,11 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 	if s.dest.Kind == destination.Queue {
 		opts.SourceDurability = amqp.DurabilityUnsettledState // see durableTerminus
 	}
-	rcv, err := c.sess.NewReceiver(ctx, addr, opts)
+	var rcv *amqp.Receiver
+	err := c.probe(ctx, s.dest, addr, opts)
+	if err == nil {
+		rcv, err = c.currentRecv().sess.NewReceiver(ctx, addr, opts)
+	}
 	if err == nil {
 		err = rcv.IssueCredit(credit)
 	}
@@ -423,6 +439,33 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 		return
 	}
 	go c.pump(s, rcv)
+}
+
+func (c *Conn) currentRecv() *recvSession { return c.recv }
+
+// probe attaches a queue source first on a session of its own, ended
+// afterwards: RabbitMQ 3.10 ends the session of an attach it refuses (a queue
+// that exists with other arguments, another connection's exclusive queue),
+// which would take every other subscription with it. Topic sources are not
+// probed: amq.topic always exists, and a probe would flash a binding that
+// demand sources watch.
+func (c *Conn) probe(ctx context.Context, d destination.Destination, addr string, opts *amqp.ReceiverOptions) error {
+	if d.Kind != destination.Queue {
+		return nil
+	}
+	ps, err := c.conn.NewSession(ctx, nil)
+	if err != nil {
+		return err
+	}
+	po := *opts
+	po.Name += "-probe"
+	_, err = ps.NewReceiver(ctx, addr, &po) // credit 0: nothing is delivered
+	go func() {
+		ctx, cancel := context.WithTimeout(c.life, linkTimeout)
+		defer cancel()
+		_ = ps.Close(ctx)
+	}()
+	return err
 }
 
 // pump moves s's deliveries, in link order, into the event stream.
@@ -630,16 +673,15 @@ func (c *Conn) sender(ctx context.Context, addr string) (*amqp.Sender, error) {
 	s, err := c.sendSess.NewSender(ctx, addr, &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState})
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
-		// The broker refused the attach. RabbitMQ 3.10 declares queues on a
-		// channel of the session that dies with the refusal, and then answers
-		// every later attach on that session with the same error: later
-		// senders go on a fresh session (links already attached keep working,
-		// the old session ends with the connection).
-		if ns, serr := c.conn.NewSession(ctx, nil); serr == nil {
-			c.sendSess = ns
-		} else {
+		// The broker refused the attach, and RabbitMQ 3.10 ends the session
+		// with it: its sender links are gone (their unconfirmed messages come
+		// out Released); later senders go on a fresh session.
+		clear(c.senders)
+		ns, serr := c.conn.NewSession(ctx, nil)
+		if serr != nil {
 			return nil, c.classify("opening a session", serr)
 		}
+		c.sendSess = ns
 	}
 	if err != nil {
 		return nil, err
@@ -681,8 +723,10 @@ func (c *Conn) confirm(tok transport.Token, b []pending, prev <-chan struct{}, m
 			state, err := p.receipt.Wait(c.life)
 			switch st := state.(type) {
 			case nil:
+				// A lost connection confirms nothing; a lost sender session or
+				// link (after a refused attach) makes the message Released.
 				var ce *amqp.ConnError
-				if errors.As(err, &ce) || c.sessionLost(err) || c.ended() != nil {
+				if errors.As(err, &ce) || c.ended() != nil {
 					return
 				}
 				o = transport.SendOutcome{Outcome: transport.Released, Err: fmt.Errorf("no outcome: %w", err)}
@@ -785,28 +829,19 @@ func (c *Conn) syncLoop() {
 	}
 }
 
-// roundTrip sends the ping of Sync and waits for its outcome. It is called by
-// syncLoop, and by Close once syncLoop has stopped.
+// roundTrip sends Sync's ping on the receivers' session and waits for its
+// outcome. It is called by syncLoop, and by Close.
 func (c *Conn) roundTrip(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, linkTimeout)
 	defer cancel()
 	c.pingMu.Lock()
 	defer c.pingMu.Unlock()
-	if c.ping == nil {
-		s, err := c.sess.NewSender(ctx, syncAddress, nil)
-		if err != nil {
-			return err
-		}
-		c.ping = s
-	}
-	rc, err := c.ping.SendWithReceipt(ctx, &amqp.Message{Value: ""}, nil)
+	rc, err := c.recv.ping.SendWithReceipt(ctx, &amqp.Message{Value: ""}, nil)
 	if err != nil {
-		c.ping = nil
 		return err
 	}
 	st, err := rc.Wait(ctx)
 	if err != nil {
-		c.ping = nil
 		return err
 	}
 	if _, ok := st.(*amqp.StateAccepted); !ok {

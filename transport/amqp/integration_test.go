@@ -583,7 +583,7 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// A non-durable terminus makes RabbitMQ 3.10 declare the queue exclusive.
-	if _, err := owner.sess.NewReceiver(ctx, "/queue/amqp.exclusive", &goamqp.ReceiverOptions{Credit: -1}); err != nil {
+	if _, err := owner.currentRecv().sess.NewReceiver(ctx, "/queue/amqp.exclusive", &goamqp.ReceiverOptions{Credit: -1}); err != nil {
 		t.Fatal(err)
 	}
 	c := dial(t, r.AMQPURI())
@@ -600,4 +600,34 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 		t.Fatalf("event %+v, want the first rejected, the second accepted", ev)
 	}
 	t.Logf("rejected: %v", ev.Outcomes[0].Err)
+
+	// A refused subscription leaves the others (and Sync) working.
+	good, _ := c.Subscribe(ctx, transport.Subscription{ID: "good", Destination: queue("amqp.open"), Prefetch: 1})
+	bad, _ := c.Subscribe(ctx, transport.Subscription{ID: "bad", Destination: queue("amqp.exclusive"), Prefetch: 1})
+	var d transport.Event
+	for got := 0; got < 3; got++ {
+		ev := next(t, c, 20*time.Second)
+		switch {
+		case ev.Token == good && ev.Kind == transport.Confirmed:
+		case ev.Token == bad && ev.Kind == transport.Refused && ev.Err != nil:
+			t.Logf("refused: %v", ev.Err)
+		case ev.Kind == transport.Delivery && ev.Sub == "good":
+			d = ev
+		default:
+			t.Fatalf("unexpected %+v", ev)
+		}
+	}
+	if d.Kind != transport.Delivery || string(d.Msg.Body) != "y" {
+		t.Fatalf("delivery %+v", d)
+	}
+	if err := c.Settle(ctx, "good", []transport.Ref{d.Ref}, transport.Accepted); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.Sync(ctx)
+	if ev, _ := waitToken(t, c, st); ev.Kind != transport.Confirmed {
+		t.Fatalf("sync after a refusal: %+v", ev)
+	}
+	if n, err := queueDepth(t, r, "amqp.open"); err != nil || n != 0 {
+		t.Fatalf("amqp.open holds %d (%v) after Sync, want 0", n, err)
+	}
 }
