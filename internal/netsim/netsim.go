@@ -543,12 +543,12 @@ func (s *Sim) push(e *event) {
 }
 
 // Route is one demand subscription as the network holds it: where, for what,
-// and the path its demand came by.
+// and the path its demand came by. (Not its origin: without conduit that is
+// the consumer's id, which depends on history.)
 type Route struct {
 	Broker      string
 	Destination destination.Destination
 	Path        string // advisory.FormatPath of the demand's path, origin first
-	Origin      string
 }
 
 // Routes returns every demand subscription network-wide, sorted, without the
@@ -559,12 +559,12 @@ func (s *Sim) Routes() []Route {
 	for _, b := range s.bridges {
 		for _, c := range b.live {
 			_, tag, _ := advisory.ParseSelector(c.selector)
-			out = append(out, Route{Broker: b.local.id, Destination: c.dest, Path: advisory.FormatPath(tag.Path), Origin: tag.Origin})
+			out = append(out, Route{Broker: b.local.id, Destination: c.dest, Path: advisory.FormatPath(tag.Path)})
 		}
 	}
 	slices.SortFunc(out, func(a, b Route) int {
-		return strings.Compare(a.Broker+"\x00"+a.Destination.String()+"\x00"+a.Path+"\x00"+a.Origin,
-			b.Broker+"\x00"+b.Destination.String()+"\x00"+b.Path+"\x00"+b.Origin)
+		return strings.Compare(a.Broker+"\x00"+a.Destination.String()+"\x00"+a.Path,
+			b.Broker+"\x00"+b.Destination.String()+"\x00"+b.Path)
 	})
 	return out
 }

@@ -182,7 +182,7 @@ func TestChurnEndsWhereAFreshNetworkStarts(t *testing.T) {
 		{Topology: Ring, Brokers: 12, NetworkTTL: 3, Suppress: true, Conduit: true},
 		{Topology: Ring, Brokers: 12, NetworkTTL: 3, Suppress: false, Conduit: false},
 		{Topology: Random, Degree: 3, Brokers: 20, NetworkTTL: 3, Suppress: true, Conduit: true},
-		{Topology: Mesh, Brokers: 6, NetworkTTL: 2, Suppress: true, Conduit: false},
+		{Topology: Mesh, Brokers: 5, NetworkTTL: 2, Suppress: true, Conduit: false},
 		{Topology: Tree, Brokers: 15, NetworkTTL: -1, Suppress: true, Conduit: true},
 	} {
 		c.DecreasePriority, c.Kind, c.Delay, c.Jitter, c.Seed = true, destination.Topic, time.Millisecond, 5*time.Millisecond, 7
@@ -190,7 +190,7 @@ func TestChurnEndsWhereAFreshNetworkStarts(t *testing.T) {
 			s := newSim(t, c)
 			p, err := s.Measure(func() {
 				Populate(s, 1, 4)
-				Churn(s, 200, 500, 100*time.Millisecond, 4)
+				Churn(s, 120, 500, 100*time.Millisecond, 4)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/brokernet/brokernet/internal/netsim"
+)
+
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff},
+}
+
+// series is one line of a plot.
+type series struct {
+	name   string
+	pts    plotter.XYs
+	dashed bool
+	color  int
+}
+
+func linePlot(path, title, xlabel, ylabel string, logX, logY bool, ss []series) error {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xlabel, ylabel
+	if logX {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	for _, s := range ss {
+		if len(s.pts) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(s.pts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		c := palette[s.color%len(palette)]
+		l.Color, pts.Color = c, c
+		l.Width = vg.Points(1.5)
+		pts.Shape = draw.CircleGlyph{}
+		if s.dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// byN returns, per topology, the points (N, f) of the results keep selects.
+func byN(rs []netsim.Result, keep func(netsim.Config) bool, f func(netsim.Result) float64, suffix string, dashed bool) []series {
+	var out []series
+	for i, tp := range topos {
+		s := series{name: tp.name + suffix, dashed: dashed, color: i}
+		for _, r := range rs {
+			if topoName(r.Config) == tp.name && keep(r.Config) && r.Err == nil && f(r) > 0 {
+				s.pts = append(s.pts, plotter.XY{X: float64(r.Config.Brokers), Y: f(r)})
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (o options) plots(dir string, sw sweeps) error {
+	ttl3 := func(c netsim.Config) bool { return c.NetworkTTL == 3 && c.Suppress }
+	build := func(c netsim.Config) bool { return variantName(c) == "ttl 3" }
+	msOf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+	subs := append(
+		byN(sw.single, ttl3, func(r netsim.Result) float64 { return float64(r.Appear.Subs) }, ": one consumer", false),
+		byN(sw.load, build, func(r netsim.Result) float64 { return float64(r.Background.Subs) / float64(r.Config.Brokers) }, ": build, per broker", true)...)
+	if err := linePlot(filepath.Join(dir, "sim-subs.png"), "Demand subscriptions (networkTTL 3, suppression)",
+		"brokers N", "subscriptions", true, true, subs); err != nil {
+		return err
+	}
+	adv := append(
+		byN(sw.single, ttl3, func(r netsim.Result) float64 { return float64(r.Appear.Delivered) }, ": one consumer", false),
+		byN(sw.load, build, func(r netsim.Result) float64 { return float64(r.Background.Delivered) }, ": build", true)...)
+	if err := linePlot(filepath.Join(dir, "sim-advisories.png"), "Advisories delivered (networkTTL 3, suppression)",
+		"brokers N", "advisories", true, true, adv); err != nil {
+		return err
+	}
+	conv := append(
+		byN(sw.single, ttl3, func(r netsim.Result) float64 { return msOf(r.Appear.Converged) }, ": appear", false),
+		byN(sw.single, ttl3, func(r netsim.Result) float64 { return msOf(r.Leave.Converged) }, ": leave", true)...)
+	if err := linePlot(filepath.Join(dir, "sim-converge.png"), "Time to converge, one consumer (networkTTL 3)",
+		"brokers N", "simulated ms", true, false, conv); err != nil {
+		return err
+	}
+	nmax := 0
+	for _, n := range o.n {
+		nmax = max(nmax, n)
+	}
+	var ttl []series
+	for i, tp := range topos {
+		for _, suppress := range []bool{true, false} {
+			name := tp.name
+			if !suppress {
+				name += ", no suppression"
+			}
+			s := series{name: name, dashed: !suppress, color: i}
+			for _, r := range sw.single {
+				c := r.Config
+				n := o.ttlN(tp)
+				if topoName(c) == tp.name && c.Suppress == suppress && c.Brokers == n && r.Err == nil && r.Appear.Subs > 0 {
+					s.pts = append(s.pts, plotter.XY{X: float64(c.NetworkTTL), Y: float64(r.Appear.Subs)})
+				}
+			}
+			ttl = append(ttl, s)
+		}
+	}
+	return linePlot(filepath.Join(dir, "sim-ttl.png"), fmt.Sprintf("One consumer's demand subscriptions by networkTTL (N = %d; mesh %d)", nmax, o.ttlN(topos[3])),
+		"networkTTL", "subscriptions", false, true, ttl)
+}
