@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/brokernet/brokernet/internal/cli.Version=$(VERSION)
 
-.PHONY: all build dist deps test unit bench soak demo fmt vet clean
+.PHONY: all build dist deps test unit bench soak demo fmt vet clean scale-sim scale-daemon scale
 
 all: build
 
@@ -56,6 +56,18 @@ bench: deps
 SOAK ?= 30m
 soak: deps
 	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./bench/ -soak $(SOAK) $(SOAKFLAGS)
+
+# scale-sim simulates networks of 100, 300 and 1,000 brokers driving the real
+# demand rules (internal/netsim) and writes the tables and plots of
+# bench/SCALE.md (no broker; ~20 min of one core). SCALESIMFLAGS='-n 20,50' for a try.
+scale-sim:
+	$(GO) run ./internal/netsim/cmd/scalesim -out bench $(SCALESIMFLAGS)
+
+# scale-daemon measures one `brokernet run` process with 1, 10, 50 and 100
+# connectors (RSS, goroutines, start-up, SIGHUP reload) against two ActiveMQ
+# brokers, writing bench/scale/daemon.csv (not part of test).
+scale-daemon: deps
+	$(GO) test -run '^TestManyConnectors$$' -count=1 -v -timeout 60m ./internal/scale/ -scale.daemon -scale.out $(CURDIR)/bench/scale/daemon.csv $(SCALEFLAGS)
 
 # demo starts two ActiveMQ brokers, a bridge, a consumer and a producer.
 demo: deps build
