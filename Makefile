@@ -69,6 +69,17 @@ scale-sim:
 scale-daemon: deps
 	$(GO) test -run '^TestManyConnectors$$' -count=1 -v -timeout 60m ./internal/scale/ -scale.daemon -scale.out $(CURDIR)/bench/scale/daemon.csv $(SCALEFLAGS)
 
+# scale starts SCALE_BROKERS (20) ActiveMQ brokers with 128 MiB heaps, one
+# after the other, and for a ring, a random degree-3 graph and a gossip mesh of
+# the first 8 a brokernet process next to each, measuring convergence, demand
+# propagation 5 hops away, a route broker's SIGKILL under a stream (lost,
+# duplicates), a sidecar's SIGKILL and the cost per daemon and bridge; writes
+# bench/scale/network.csv (not part of test; ~4 GB of RAM, run on a quiet
+# machine). Try small: make scale SCALE_BROKERS=6 SCALEFLAGS='-scale.mesh 4'
+SCALE_BROKERS ?= 20
+scale: deps
+	$(GO) test -run '^TestNetwork$$' -count=1 -v -timeout 120m ./internal/scale/ -scale.network -scale.brokers $(SCALE_BROKERS) -scale.netout $(CURDIR)/bench/scale/network.csv $(SCALEFLAGS)
+
 # demo starts two ActiveMQ brokers, a bridge, a consumer and a producer.
 demo: deps build
 	bash testdata/demo.sh
