@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"image/color"
+	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -124,4 +129,37 @@ func (o options) plots(dir string, sw sweeps) error {
 	}
 	return linePlot(filepath.Join(dir, "sim-ttl.png"), fmt.Sprintf("One consumer's demand subscriptions by networkTTL (N = %d; mesh %d)", nmax, o.ttlN(topos[3])),
 		"networkTTL", "subscriptions", false, true, ttl)
+}
+
+// daemonPlot draws RSS and goroutines against connectors from the CSV that
+// make scale-daemon writes, if it is there.
+func daemonPlot(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "daemon.csv"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		return fmt.Errorf("daemon.csv: %w", err)
+	}
+	var rss, gor series
+	rss.name, gor.name, gor.color, gor.dashed = "RSS (MiB)", "goroutines ÷ 10", 1, true
+	for _, r := range recs[1:] {
+		if len(r) < 4 {
+			return fmt.Errorf("daemon.csv: short row %v", r)
+		}
+		k, err1 := strconv.ParseFloat(r[0], 64)
+		kib, err2 := strconv.ParseFloat(r[2], 64)
+		g, err3 := strconv.ParseFloat(r[3], 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return fmt.Errorf("daemon.csv: %w", err)
+		}
+		rss.pts = append(rss.pts, plotter.XY{X: k, Y: kib / 1024})
+		gor.pts = append(gor.pts, plotter.XY{X: k, Y: g / 10})
+	}
+	return linePlot(filepath.Join(dir, "daemon-rss.png"), "One brokernet run process: cost by bridges (make scale-daemon)",
+		"connectors (one bridge each)", "MiB / goroutines ÷ 10", false, false, []series{rss, gor})
 }

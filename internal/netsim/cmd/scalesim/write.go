@@ -33,6 +33,9 @@ func (o options) write(sw sweeps) error {
 	if err := o.plots(dir, sw); err != nil {
 		return err
 	}
+	if err := daemonPlot(dir); err != nil {
+		return err
+	}
 	return replaceGenerated(filepath.Join(o.out, "SCALE.md"), o.markdown(sw))
 }
 
