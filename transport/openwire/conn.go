@@ -18,12 +18,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,24 +211,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 	return c, nil
 }
 
-func tlsConfig(uri URI) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
-	if uri.ServerName != "" {
-		cfg.ServerName = uri.ServerName
-	}
-	if uri.CAFile != "" {
-		pem, err := os.ReadFile(uri.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
-}
+func tlsConfig(uri URI) (*tls.Config, error) { return uri.TLSOptions().Config(uri.Host) }
 
 // ourWireFormat is brokernet's preferred wire format (the keys of
 // WireFormatInfo's property map, WireFormatInfo.java).
