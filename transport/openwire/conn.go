@@ -17,7 +17,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -155,17 +154,9 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
 	if uri.TLS {
-		cfg, err := tlsConfig(uri)
-		if err != nil {
-			nc.Close()
+		if nc, err = uri.TLSOptions().Client(ctx, nc, uri.Host, uri); err != nil {
 			return nil, err
 		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("tls handshake with %s: %w", uri, err)
-		}
-		nc = tc
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -210,8 +201,6 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 	}
 	return c, nil
 }
-
-func tlsConfig(uri URI) (*tls.Config, error) { return uri.TLSOptions().Config(uri.Host) }
 
 // ourWireFormat is brokernet's preferred wire format (the keys of
 // WireFormatInfo's property map, WireFormatInfo.java).
