@@ -22,29 +22,15 @@ func (n name) String() string { return string(n) }
 // broker and the connection is closed.
 func TestClientHandshakes(t *testing.T) {
 	ca := tlstest.SelfSigned(t, "test broker", "", x509.ExtKeyUsageServerAuth)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.TLS}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				nc.(*tls.Conn).Handshake() //nolint:errcheck // the client's side is under test
-			}()
-		}
-	}()
+	addr := tlstest.Serve(t, &tls.Config{Certificates: []tls.Certificate{ca.TLS}}, func(nc net.Conn) {
+		nc.(*tls.Conn).Handshake() //nolint:errcheck // the client's side is under test
+	})
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	tlstest.WriteFile(t, caFile, ca.PEM())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", ln.Addr().String())
+		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

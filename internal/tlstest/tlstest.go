@@ -122,3 +122,28 @@ func WriteFile(tb testing.TB, name string, data []byte) {
 		tb.Fatal(err)
 	}
 }
+
+// Serve listens on 127.0.0.1 with cfg until the test ends and runs handle on
+// each connection it accepts (in a goroutine of its own), closing the
+// connection when handle returns. It returns the listening address.
+func Serve(tb testing.TB, cfg *tls.Config, handle func(nc net.Conn)) string {
+	tb.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				handle(nc)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}

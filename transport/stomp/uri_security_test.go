@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,30 +124,15 @@ func TestTLSFilesCheckedAtParse(t *testing.T) {
 // serveTLS answers every STOMP CONNECT over TLS with cfg; it returns the address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				if _, err := frame.NewReader(nc).Read(); err != nil {
-					return
-				}
-				w := bufio.NewWriter(nc)
-				(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.Server, "ActiveMQ/5.17.2"))
-				w.Flush()
-				time.Sleep(time.Second)
-			}()
+	return tlstest.Serve(t, cfg, func(nc net.Conn) {
+		if _, err := frame.NewReader(nc).Read(); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		w := bufio.NewWriter(nc)
+		(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.Server, "ActiveMQ/5.17.2"))
+		w.Flush()
+		time.Sleep(time.Second)
+	})
 }
 
 // TestTLSClientCertificateAndServerName dials a server that requires a client
