@@ -375,23 +375,8 @@ wait_gone() {
 	done
 }
 
-parse_dir_args() {
-	DIR="" TIMEOUT=20
-	while [[ $# -gt 0 ]]; do
-		case "$1" in
-		--dir) DIR="$2"; shift 2 ;;
-		--timeout) TIMEOUT="$2"; shift 2 ;;
-		*) die "unknown argument $1" ;;
-		esac
-	done
-	[[ -n "$DIR" ]] || die "--dir is required"
-	if [[ -d "$DIR" ]]; then
-		DIR="$(cd "$DIR" && pwd -P)"
-	fi
-}
-
 cmd_stop() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pid "$DIR")"
@@ -409,7 +394,7 @@ cmd_stop() {
 }
 
 cmd_kill() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pid "$DIR")"
@@ -423,7 +408,7 @@ cmd_kill() {
 }
 
 cmd_status() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	local pid
 	pid="$(read_pid "$DIR")"
 	if alive "$pid" "$DIR"; then

@@ -62,3 +62,24 @@ read_pidfile() {
 	[[ -f "$1" ]] || return 0
 	tr -dc '0-9' <"$1"
 }
+
+# parse_dir_args DEFAULT-TIMEOUT ARGS...: reads --dir DIR (required; made
+# absolute, symlinks resolved, when it exists) and --timeout SECONDS (default
+# DEFAULT-TIMEOUT) into DIR and TIMEOUT, and what follows "--" into REST.
+parse_dir_args() {
+	DIR="" TIMEOUT="$1"
+	REST=()
+	shift
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--dir) DIR="$2"; shift 2 ;;
+		--timeout) TIMEOUT="$2"; shift 2 ;;
+		--) shift; REST=("$@"); break ;;
+		*) die "unknown argument $1" ;;
+		esac
+	done
+	[[ -n "$DIR" ]] || die "--dir is required"
+	if [[ -d "$DIR" ]]; then
+		DIR="$(cd "$DIR" && pwd -P)"
+	fi
+}

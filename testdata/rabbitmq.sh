@@ -298,25 +298,8 @@ stop_epmd() {
 	rm -f "$dir/epmd.pid"
 }
 
-parse_dir_args() {
-	DIR="" TIMEOUT=30
-	REST=()
-	while [[ $# -gt 0 ]]; do
-		case "$1" in
-		--dir) DIR="$2"; shift 2 ;;
-		--timeout) TIMEOUT="$2"; shift 2 ;;
-		--) shift; REST=("$@"); break ;;
-		*) die "unknown argument $1" ;;
-		esac
-	done
-	[[ -n "$DIR" ]] || die "--dir is required"
-	if [[ -d "$DIR" ]]; then
-		DIR="$(cd "$DIR" && pwd -P)"
-	fi
-}
-
 cmd_stop() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pidfile "$DIR/pid")"
@@ -330,13 +313,13 @@ cmd_stop() {
 }
 
 cmd_kill() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -d "$DIR" ]] || return 0
 	kill_group "$DIR"
 }
 
 cmd_status() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	local pid
 	pid="$(read_pidfile "$DIR/pid")"
 	if alive "$pid" "$DIR"; then
@@ -347,7 +330,7 @@ cmd_status() {
 }
 
 cmd_ctl() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -f "$DIR/node.env" ]] || die "no node in $DIR"
 	node_env "$DIR"
 	exec "$RMQ_CTL" -n "$NODE" "${REST[@]}"
