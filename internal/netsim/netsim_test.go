@@ -178,6 +178,10 @@ func TestLeaveRemovesEverything(t *testing.T) {
 // with random delays, the network settles on exactly the demand a fresh
 // network builds for the consumers that remain.
 func TestChurnEndsWhereAFreshNetworkStarts(t *testing.T) {
+	churnN := 120
+	if testing.Short() {
+		churnN = 50 // make unit runs under -race
+	}
 	for _, c := range []Config{
 		{Topology: Ring, Brokers: 12, NetworkTTL: 3, Suppress: true, Conduit: true},
 		{Topology: Ring, Brokers: 12, NetworkTTL: 3, Suppress: false, Conduit: false},
@@ -190,7 +194,7 @@ func TestChurnEndsWhereAFreshNetworkStarts(t *testing.T) {
 			s := newSim(t, c)
 			p, err := s.Measure(func() {
 				Populate(s, 1, 4)
-				Churn(s, 120, 500, 100*time.Millisecond, 4)
+				Churn(s, churnN, 500, 100*time.Millisecond, 4)
 			})
 			if err != nil {
 				t.Fatal(err)
