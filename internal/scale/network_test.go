@@ -114,19 +114,19 @@ func (d *daemon) sample() (sample, error) {
 
 // netResult is one topology's measurements.
 type netResult struct {
-	topology                  string
-	brokers, bridges, ttl     int
-	converge                  time.Duration
-	hops                      int
-	demandAt, firstMsg, gone  time.Duration
-	demandSubs, predicted     int
-	dropSidecar               time.Duration // mesh: others stop their bridges to a killed sidecar's broker
-	reroute                   time.Duration // first message after a route broker's SIGKILL
-	lost, dups, sent          int
-	rssKiB                    int64 // mean per daemon
-	goroutines                int   // mean per daemon
-	idleCPU, loadCPU          float64
-	perBridgeRSS, perBridgeGo float64
+	topology                 string
+	brokers, bridges, ttl    int
+	converge                 time.Duration
+	hops                     int
+	demandAt, firstMsg, gone time.Duration
+	demandSubs, predicted    int
+	dropSidecar              time.Duration // mesh: others stop their bridges to a killed sidecar's broker
+	reroute                  time.Duration // first message after a route broker's SIGKILL
+	lost, dups, sent         int
+	rssKiB                   int64 // mean per daemon
+	goroutines               int   // mean per daemon
+	idleCPU, loadCPU         float64
+	loadRate                 float64 // msg/s the load phase reached
 }
 
 // TestNetwork starts -scale.brokers ActiveMQ brokers one after the other
@@ -181,20 +181,20 @@ func TestNetwork(t *testing.T) {
 	cw := csv.NewWriter(&out)
 	cw.Write([]string{"topology", "brokers", "bridges", "ttl", "converge_ms", "hops", "demand_ms", "first_msg_ms", "gone_ms",
 		"demand_subs", "predicted", "drop_sidecar_ms", "reroute_ms", "sent", "lost", "dups",
-		"rss_kib_per_daemon", "goroutines_per_daemon", "idle_cpu_per_daemon", "load_cpu_per_daemon", "rss_kib_per_bridge", "goroutines_per_bridge"})
+		"rss_kib_per_daemon", "goroutines_per_daemon", "idle_cpu_per_daemon", "load_rate", "load_cpu_per_daemon"})
 	for _, r := range results {
 		t.Logf("%s: %d brokers, %d bridges, ttl %d: converged %v; demand %d hops away after %v, first message %v, gone %v; "+
 			"demand subscriptions %d (netsim predicts %d); sidecar drop %v; reroute %v, %d sent, %d lost, %d duplicates; "+
-			"per daemon RSS %d KiB, %d goroutines, CPU idle %.1f%% load %.1f%%; per bridge %.0f KiB, %.1f goroutines",
+			"per daemon (%.1f bridges) RSS %d KiB, %d goroutines, CPU idle %.1f%%, at %.0f msg/s %.1f%%",
 			r.topology, r.brokers, r.bridges, r.ttl, r.converge.Round(time.Millisecond), r.hops, r.demandAt.Round(time.Millisecond),
 			r.firstMsg.Round(time.Millisecond), r.gone.Round(time.Millisecond), r.demandSubs, r.predicted, r.dropSidecar.Round(time.Millisecond),
-			r.reroute.Round(time.Millisecond), r.sent, r.lost, r.dups, r.rssKiB, r.goroutines, 100*r.idleCPU, 100*r.loadCPU, r.perBridgeRSS, r.perBridgeGo)
+			r.reroute.Round(time.Millisecond), r.sent, r.lost, r.dups, float64(r.bridges)/float64(r.brokers), r.rssKiB, r.goroutines,
+			100*r.idleCPU, r.loadRate, 100*r.loadCPU)
 		ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 		cw.Write([]string{r.topology, strconv.Itoa(r.brokers), strconv.Itoa(r.bridges), strconv.Itoa(r.ttl), ms(r.converge), strconv.Itoa(r.hops),
 			ms(r.demandAt), ms(r.firstMsg), ms(r.gone), strconv.Itoa(r.demandSubs), strconv.Itoa(r.predicted), ms(r.dropSidecar), ms(r.reroute),
 			strconv.Itoa(r.sent), strconv.Itoa(r.lost), strconv.Itoa(r.dups), strconv.FormatInt(r.rssKiB, 10), strconv.Itoa(r.goroutines),
-			strconv.FormatFloat(r.idleCPU, 'f', 4, 64), strconv.FormatFloat(r.loadCPU, 'f', 4, 64),
-			strconv.FormatFloat(r.perBridgeRSS, 'f', 0, 64), strconv.FormatFloat(r.perBridgeGo, 'f', 1, 64)})
+			strconv.FormatFloat(r.idleCPU, 'f', 4, 64), strconv.FormatFloat(r.loadRate, 'f', 0, 64), strconv.FormatFloat(r.loadCPU, 'f', 4, 64)})
 	}
 	cw.Flush()
 	if *flagNetOut != "" {
@@ -303,13 +303,6 @@ func measureTopology(t *testing.T, bin, dir, name string, topo netsim.Topology, 
 
 	// Idle cost per daemon.
 	r.rssKiB, r.goroutines, r.idleCPU = daemonCost(t, nodes, 10*time.Second)
-	if r.bridges > 0 {
-		// Per bridge: the daemon's cost beyond the ~20 MiB and ~20
-		// goroutines of a daemon with no bridge (measured by make
-		// scale-daemon with one connector: 21 MiB, 22 goroutines).
-		r.perBridgeRSS = float64(r.rssKiB-21*1024) * float64(n) / float64(r.bridges)
-		r.perBridgeGo = float64(r.goroutines-22) * float64(n) / float64(r.bridges)
-	}
 
 	// Demand propagation.
 	queue := "scale." + name + ".demand"
@@ -377,6 +370,7 @@ func measureTopology(t *testing.T, bin, dir, name string, topo netsim.Topology, 
 	cpu0 := daemonsCPU(nodes)
 	t0 := time.Now()
 	total := paced(t, f.StompURI(), "/queue/"+load, *flagRate, 10*time.Second, false)
+	r.loadRate = float64(total) / time.Since(t0).Seconds()
 	lc.WaitDistinct(total, 5*time.Minute)
 	r.loadCPU = float64(daemonsCPU(nodes)-cpu0) / float64(time.Since(t0)) / float64(n)
 	lc.Close()
