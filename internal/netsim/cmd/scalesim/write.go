@@ -95,7 +95,11 @@ func (o options) markdown(sw sweeps) string {
 	for _, tp := range topos {
 		for _, r := range find(sw.single, func(c netsim.Config) bool { return topoName(c) == tp.name && c.NetworkTTL == 3 && c.Suppress }) {
 			if r.Err != nil {
-				w("| %s | %d | %s | | **> budget** | | | | | | | | | |\n", tp.name, r.Config.Brokers, num(int64(r.Bridges)))
+				bridges := ""
+				if r.Bridges > 0 {
+					bridges = num(int64(r.Bridges))
+				}
+				w("| %s | %d | %s | | **> budget** | | | | | | | | | |\n", tp.name, r.Config.Brokers, bridges)
 				continue
 			}
 			a, l := r.Appear, r.Leave
