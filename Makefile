@@ -59,7 +59,8 @@ soak: deps
 
 # scale-sim simulates networks of 100, 300 and 1,000 brokers driving the real
 # demand rules (internal/netsim) and writes the tables and plots of
-# bench/SCALE.md (no broker; ~20 min of one core). SCALESIMFLAGS='-n 20,50' for a try.
+# bench/SCALE.md (no broker; 34 min at load 25, under 1 GB). SCALESIMFLAGS="-n 20,50" for a
+# try, SCALESIMFLAGS=-replot to redraw the plots from bench/scale/*.csv.
 scale-sim:
 	$(GO) run ./internal/netsim/cmd/scalesim -out bench $(SCALESIMFLAGS)
 

@@ -6,9 +6,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +24,22 @@ func main() {
 	flag.StringVar(&o.meshSizes, "mesh-n", "10,20,50,100", "full mesh sizes, comma-separated (N×(N-1) bridges; one consumer costs ~N³ advisories beyond TTL 1)")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of topologies, delays and workloads")
 	flag.BoolVar(&o.verbose, "v", false, "print every result as it comes")
+	replot := flag.Bool("replot", false, "only redraw the plots from OUT/scale/sim.csv and daemon.csv")
 	flag.Parse()
 	o.n, o.meshN = sizes("-n", o.sizes), sizes("-mesh-n", o.meshSizes)
 	start := time.Now()
+	if *replot {
+		dir := filepath.Join(o.out, "scale")
+		sw, err := readSweeps(filepath.Join(dir, "sim.csv"))
+		if err == nil {
+			err = errors.Join(o.plots(dir, sw), daemonPlot(dir))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scalesim:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "scalesim:", err)
 		os.Exit(1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,10 +37,10 @@ func linePlot(path, title, xlabel, ylabel string, logX, logY bool, ss []series) 
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xlabel, ylabel
 	if logX {
-		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, ticks125{}
 	}
 	if logY {
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, ticks125{}
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
@@ -162,4 +163,61 @@ func daemonPlot(dir string) error {
 	}
 	return linePlot(filepath.Join(dir, "daemon-rss.png"), "One brokernet run process: cost by bridges (make scale-daemon)",
 		"connectors (one bridge each)", "MiB / goroutines ÷ 10", false, false, []series{rss, gor})
+}
+
+// ticks125 labels a log axis at 1, 2 and 5 times the powers of ten, as
+// plot.LogTicks labels only the powers themselves.
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for p := math.Pow(10, math.Floor(math.Log10(lo))); p <= hi; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := p * m; v >= lo && v <= hi {
+				out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+		}
+	}
+	return out
+}
+
+// readSweeps rebuilds, from the CSV a previous run wrote, what the plots need.
+func readSweeps(path string) (sweeps, error) {
+	var sw sweeps
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return sw, err
+	}
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(recs) < 2 {
+		return sw, fmt.Errorf("%s: %v (%d rows)", path, err, len(recs))
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	for _, rec := range recs[1:] {
+		f := func(name string) float64 { v, _ := strconv.ParseFloat(rec[col[name]], 64); return v }
+		ms := func(name string) time.Duration { return time.Duration(f(name) * float64(time.Millisecond)) }
+		tp, degree, err := netsim.ParseTopology(rec[col["topology"]])
+		if err != nil {
+			return sw, err
+		}
+		var r netsim.Result
+		r.Config = netsim.DefaultConfig()
+		r.Config.Topology, r.Config.Degree, r.Config.Brokers, r.Config.NetworkTTL = tp, degree, int(f("n")), int(f("ttl"))
+		r.Config.Suppress, r.Config.Conduit = rec[col["suppress"]] == "true", rec[col["conduit"]] == "true"
+		if e := rec[col["error"]]; e != "" {
+			r.Err = errors.New(e)
+		}
+		r.Appear.Subs, r.Appear.Delivered, r.Appear.Converged = int(f("appear_subs")), int64(f("appear_delivered")), ms("appear_ms")
+		r.Leave.Converged = ms("leave_ms")
+		r.Background.Subs, r.Background.Delivered = int(f("build_subs")), int64(f("build_delivered"))
+		if rec[col["sweep"]] == "single" {
+			sw.single = append(sw.single, r)
+		} else {
+			sw.load = append(sw.load, r)
+		}
+	}
+	return sw, nil
 }
