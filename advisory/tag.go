@@ -161,6 +161,23 @@ func ReplaySelector(user string, visited string, tag Tag) string {
 	return b.String()
 }
 
+// WithheldSelector selects the messages that the hop filter of every Selector
+// for notVisited and maxHops withholds: those that already visited notVisited
+// or made maxHops hops (a negative maxHops means unlimited). The bridge browses
+// its demanded queues with it to count the messages its demand cannot take
+// (stuck messages). It carries no tag: it is never a consumer's selector.
+func WithheldSelector(notVisited string, maxHops int) string {
+	var b strings.Builder
+	b.WriteString(replayClauseStart)
+	b.WriteString(sqlString(likePattern(notVisited)))
+	b.WriteString(replayClauseEnd)
+	if maxHops >= 0 {
+		b.WriteString(" OR BrokernetHops >= ")
+		b.WriteString(strconv.Itoa(maxHops))
+	}
+	return b.String()
+}
+
 // ParseSelector splits a selector seen in an advisory into the user selector
 // and the tag. A leading ConvertStringPrefix is ignored, so the selector may
 // be passed with or without it.

@@ -87,6 +87,9 @@ type heldMsg struct {
 	ds  *demandSub
 	ref transport.Ref
 	due time.Time
+	// again: the message was held and released before, and came back: no
+	// local consumer took it meanwhile (a stuck message, stuck.go).
+	again bool
 }
 
 // hold keeps a delivery unsettled until its release is due.
@@ -101,8 +104,9 @@ func (s *session) hold(ds *demandSub, m *transport.Message, ref transport.Ref) {
 	n := s.holdCounts[key]
 	s.holdCounts[key] = n + 1
 	delay := min(maxHoldDelay, minHoldDelay<<min(n, 10))
-	s.held = append(s.held, heldMsg{ds: ds, ref: ref, due: time.Now().Add(delay)})
+	s.held = append(s.held, heldMsg{ds: ds, ref: ref, due: time.Now().Add(delay), again: n > 0})
 	s.b.stats.Held.Store(int64(len(s.held)))
+	s.heldStuck()
 	s.armHoldTimer()
 }
 
@@ -153,6 +157,7 @@ func (s *session) releaseHeld(ctx context.Context) error {
 	clear(s.held[len(keep):])
 	s.held = keep
 	s.b.stats.Held.Store(int64(len(s.held)))
+	s.heldStuck()
 	for _, ds := range order {
 		if err := ds.peer.conn.Settle(ctx, ds.sub.ID, bySub[ds], transport.Released); err != nil {
 			s.localFailed = true

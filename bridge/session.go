@@ -146,7 +146,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.remote = newPeer(rc, "remote broker", false)
 	defer rc.Abort()
-	lc, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
+	lc, lep, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
@@ -231,6 +231,7 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.apply(ctx, s.table.Start()); err != nil {
 		return err
 	}
+	defer s.measureStuck(ctx, lc, lep)()
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
 	s.b.setUp(true)

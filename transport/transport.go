@@ -236,6 +236,9 @@ const (
 	// DestinationChanged: a destination of the broker appeared or went
 	// (Destination); see DestinationWatcher.
 	DestinationChanged
+	// BrowseDone: a queue browse (QueueBrowser) has sent every message it
+	// will send (Sub is the browse's id).
+	BrowseDone
 )
 
 // Event is one item of a connection's ordered stream.
@@ -263,6 +266,18 @@ type DestinationWatcher interface {
 	// existing queues and topics arrive first, then changes, as
 	// DestinationChanged events (BadConsumer for unreadable or forged ones).
 	WatchDestinations(ctx context.Context) error
+}
+
+// QueueBrowser is implemented by connections that can look at a queue's
+// messages without taking them (ActiveMQ's queue browsers). The bridge uses it
+// to count the messages its demand cannot take (stuck messages).
+type QueueBrowser interface {
+	// Browse opens a browser on queue with a JMS selector ("" for none): the
+	// messages it selects arrive as Delivery events for subscription id, copies
+	// that need no settling, then one BrowseDone event. At most max messages
+	// are sent (ActiveMQ itself sends at most its maxBrowsePageSize, 400 by
+	// default). Unsubscribe ends the browser.
+	Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error
 }
 
 // SendOutcome is the fate of one sent message.
