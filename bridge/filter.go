@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -40,27 +40,27 @@ const (
 )
 
 // hopVerdict applies the hop filter of the demand selector to m (see
-// advisory.Selector): not to a broker it visited, not beyond MessageTTL hops, and
+// hop.Selector): not to a broker it visited, not beyond MessageTTL hops, and
 // a topic message only toward the brokers it was sent for.
 func (s *session) hopVerdict(ds *demandSub, m *transport.Message) verdict {
 	bad := stays
 	if ds.sub.Destination.Kind == destination.Topic {
 		bad = notOurs
 	}
-	path := m.PropString(advisory.PathHeader)
+	path := m.PropString(hop.PathHeader)
 	if path == "" {
 		return forwardIt
 	}
-	if ids, err := advisory.ParsePath(path); err != nil || slices.Contains(ids, s.remoteID) {
+	if ids, err := hop.ParsePath(path); err != nil || slices.Contains(ids, s.remoteID) {
 		return bad
 	}
 	if ttl := s.cfg.Demand.MessageTTL; ttl >= 0 {
-		if hops, err := strconv.Atoi(m.PropString(advisory.HopsHeader)); err == nil && hops >= ttl {
+		if hops, err := strconv.Atoi(m.PropString(hop.HopsHeader)); err == nil && hops >= ttl {
 			return bad
 		}
 	}
 	if bad == notOurs && ds.forID != "" {
-		ids, _ := advisory.ParsePath(m.PropString(advisory.ForHeader))
+		ids, _ := hop.ParsePath(m.PropString(hop.ForHeader))
 		if !slices.Contains(ids, ds.forID) {
 			return notOurs
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -27,7 +28,7 @@ import (
 //
 //   - a broker with selectors and queue browsers (ActiveMQ over STOMP): every
 //     StuckInterval a connection of its own browses each demanded queue with
-//     the inverse of the hop filter (advisory.WithheldSelector); a message
+//     the inverse of the hop filter (hop.WithheldSelector); a message
 //     seen in two browses in a row waited a whole interval there, where the
 //     demand cannot take it and no local consumer took it: it is stuck. A
 //     browse reads at most maxStuckBrowse messages per queue, and ActiveMQ
@@ -269,7 +270,7 @@ func (s *session) measureStuck(ctx context.Context, lc transport.Conn, lep trans
 		m := &stuckMeter{
 			b:        s.b,
 			ep:       lep,
-			selector: advisory.WithheldSelector(s.remoteID, s.cfg.Demand.MessageTTL),
+			selector: hop.WithheldSelector(s.remoteID, s.cfg.Demand.MessageTTL),
 			interval: s.cfg.StuckInterval,
 			log:      s.log,
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -236,8 +237,8 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	if native && len(brokerPath) == 0 && filter.NetworkBrokerID != nil && filter.NetworkBrokerID.Value != "" {
 		brokerPath = []string{filter.NetworkBrokerID.Value}
 	}
-	sel := strings.TrimPrefix(x.Selector, advisory.ConvertStringPrefix)
-	user, tag, isBridge := advisory.ParseSelector(sel)
+	sel := strings.TrimPrefix(x.Selector, hop.ConvertStringPrefix)
+	user, tag, isBridge := hop.ParseSelector(sel)
 	if strings.TrimSpace(user) == "" {
 		user = ""
 	}

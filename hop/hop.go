@@ -1,4 +1,9 @@
-package advisory
+// Package hop is the codec of brokernet's loop and TTL prevention: the hop
+// path headers every forwarded message carries (BrokernetPath, BrokernetHops,
+// BrokernetFor) and the demand selectors that filter on them while carrying
+// the demand tag (path and origin of the demand) that other bridges read back
+// from consumer advisories.
+package hop
 
 import (
 	"errors"

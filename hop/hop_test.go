@@ -1,4 +1,4 @@
-package advisory
+package hop
 
 import (
 	"reflect"
