@@ -1,6 +1,6 @@
 // Package config reads and validates the TOML federation file of
 // `brokernet run -c federation.toml`, and translates the <networkConnectors>
-// of an ActiveMQ activemq.xml into one (ImportActiveMQ).
+// of an ActiveMQ activemq.xml into one (package config/activemqxml).
 //
 // Keys are ActiveMQ's networkConnector attribute names, so that ActiveMQ users
 // recognise them:
@@ -390,8 +390,8 @@ func label(kind, name string, i int) string {
 	return fmt.Sprintf("%s %q", kind, name)
 }
 
-// validName reports why s cannot name a broker or connector, or "".
-func validName(s string) string {
+// ValidName reports why s cannot name a broker or connector, or "".
+func ValidName(s string) string {
 	switch {
 	case s == "":
 		return "must not be empty"

@@ -614,7 +614,7 @@ func TestSuggest(t *testing.T) {
 		"window2":               "window",
 		"initialReconnectDelya": "initialReconnectDelay",
 	} {
-		if got := suggest(k, connectorKeys); got != want {
+		if got := suggest(k, ConnectorKeys); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", k, got, want)
 		}
 	}
