@@ -25,10 +25,10 @@ import (
 
 // Keys each table accepts.
 var (
-	topKeys       = []string{"log", "admin", "broker", "networkConnector"}
-	logKeys       = []string{"level", "format"}
-	adminKeys     = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
-	brokerKeys    = []string{"name", "uri", "id"}
+	topKeys    = []string{"log", "admin", "broker", "networkConnector"}
+	logKeys    = []string{"level", "format"}
+	adminKeys  = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
+	brokerKeys = []string{"name", "uri", "id"}
 	// ConnectorKeys are the keys of a [[networkConnector]] table, in the
 	// order a written file lists them (the ActiveMQ importer's); read only.
 	ConnectorKeys = []string{
