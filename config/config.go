@@ -164,7 +164,8 @@ type NetworkConnector struct {
 	// ExcludedDestinations are never forwarded; exclusion wins over inclusion.
 	ExcludedDestinations []destination.Pattern
 	// Reconnect is the back-off between attempts to reach a remote broker
-	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier).
+	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier). Zero
+	// (possible only in code: `brokernet bridge`) leaves each broker URI's own.
 	Reconnect backoff.Policy
 	// ReplayWhenNoConsumers sends a message back when it arrived for a
 	// consumer that has gone and no local consumer is left. Default false.

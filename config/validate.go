@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
@@ -124,12 +125,14 @@ func (c *Config) Validate() error {
 		}
 		r := nc.Reconnect
 		switch {
+		case r == backoff.Policy{}:
+			// Zero, set in code (`brokernet bridge`): each broker URI's own.
 		case r.Initial <= 0:
 			add(tbl, "initialReconnectDelay", "want more than 0, got %s", r.Initial)
 		case r.Max < r.Initial:
 			add(tbl, "maxReconnectDelay", "%s is below initialReconnectDelay %s", r.Max, r.Initial)
 		}
-		if math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1 {
+		if r != (backoff.Policy{}) && (math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1) {
 			add(tbl, "backOffMultiplier", "want a number of at least 1, got %v", r.Multiplier)
 		}
 		if nc.ReplayDelay < 0 {
@@ -139,7 +142,10 @@ func (c *Config) Validate() error {
 			add(tbl, "durableOfflineTimeout", "want at least 0, got %s", nc.DurableOfflineTimeout)
 		}
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
-			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI))")
+			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); %s has %d", nc.URI, len(nc.URI.URIs))
+		}
+		if ok && nc.RemoteID != "" && nc.RemoteID == b.ID {
+			add(tbl, "remoteId", "%q is also the id of the local broker %q: local and remote broker would have the same id", nc.RemoteID, b.Name)
 		}
 		if nc.Password != "" && nc.UserName == "" {
 			add(tbl, "passwordFile", "a password needs userName too")
