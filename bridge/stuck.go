@@ -108,6 +108,9 @@ func (m *stuckMeter) run(ctx context.Context) {
 	defer m.closeConn()
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
+	// At once, so that the count is known from the start (nothing has waited
+	// an interval yet, so it is 0).
+	m.round(ctx)
 	for {
 		select {
 		case <-ctx.Done():
