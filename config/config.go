@@ -35,7 +35,7 @@ import (
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Defaults of a [[networkConnector]], after ActiveMQ's NetworkBridgeConfiguration
@@ -166,7 +166,7 @@ type NetworkConnector struct {
 	// Reconnect is the back-off between attempts to reach a remote broker
 	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier). Zero
 	// (possible only in code: `brokernet bridge`) leaves each broker URI's own.
-	Reconnect backoff.Policy
+	Reconnect transport.Reconnect
 	// ReplayWhenNoConsumers sends a message back when it arrived for a
 	// consumer that has gone and no local consumer is left. Default false.
 	ReplayWhenNoConsumers bool
@@ -266,7 +266,7 @@ func DefaultConnector() NetworkConnector {
 		SuppressDuplicateTopicSubscriptions: true,
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
-		Reconnect:                           backoff.Default(),
+		Reconnect:                           transport.DefaultReconnect(),
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
@@ -125,14 +125,14 @@ func (c *Config) Validate() error {
 		}
 		r := nc.Reconnect
 		switch {
-		case r == backoff.Policy{}:
+		case r == transport.Reconnect{}:
 			// Zero, set in code (`brokernet bridge`): each broker URI's own.
 		case r.Initial <= 0:
 			add(tbl, "initialReconnectDelay", "want more than 0, got %s", r.Initial)
 		case r.Max < r.Initial:
 			add(tbl, "maxReconnectDelay", "%s is below initialReconnectDelay %s", r.Max, r.Initial)
 		}
-		if r != (backoff.Policy{}) && (math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1) {
+		if r != (transport.Reconnect{}) && (math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1) {
 			add(tbl, "backOffMultiplier", "want a number of at least 1, got %v", r.Multiplier)
 		}
 		if nc.ReplayDelay < 0 {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 )
 
 // Conn is one connection to a broker.
@@ -101,7 +100,7 @@ type Endpoint interface {
 	// Addr is host:port.
 	Addr() string
 	// Backoff is the reconnect policy the URI asks for.
-	Backoff() backoff.Policy
+	Backoff() Reconnect
 }
 
 // Endpoints converts a slice of some Endpoint type to []Endpoint.

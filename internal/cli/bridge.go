@@ -14,7 +14,6 @@ import (
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
@@ -162,7 +161,7 @@ func (f *bridgeFlags) config(local transport.URI, remotes discovery.Spec) (*conf
 	nc.DurableOfflineTimeout = f.durableOffline
 	nc.RemoteID = f.remoteID
 	// Each broker URI keeps its own reconnect options (?initialReconnectDelay=…).
-	nc.Reconnect = backoff.Policy{}
+	nc.Reconnect = transport.Reconnect{}
 	for _, p := range []struct {
 		flag string
 		in   stringList

@@ -51,7 +51,7 @@ type URI struct {
 	CertFile   string
 	KeyFile    string
 	ServerName string
-	Reconnect  backoff.Policy
+	Reconnect  transport.Reconnect
 	// StompPort is where a RabbitMQ broker's STOMP plugin listens: its demand
 	// (the event exchange) is read over STOMP, because RabbitMQ 3.10's events
 	// carry no data over AMQP 1.0. Default 61613 (?stompPort=).
@@ -71,7 +71,7 @@ const defaultIdleTimeout = 20 * time.Second
 
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
-	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: backoff.Default()}
+	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: transport.DefaultReconnect()}
 	if !strings.Contains(s, "://") {
 		return u, fmt.Errorf("broker URI %q: missing scheme (want amqp://host:port or amqps://host:port)", uriredact.Redact(s))
 	}
@@ -159,7 +159,7 @@ func ParseURI(s string) (URI, error) {
 		case "serverName":
 			u.ServerName = v
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
+			known, err := (*backoff.Policy)(&u.Reconnect).SetOption(key, v)
 			if err != nil {
 				return u, bad(err.Error())
 			}
@@ -168,7 +168,7 @@ func ParseURI(s string) (URI, error) {
 			}
 		}
 	}
-	if err := u.Reconnect.Check(); err != nil {
+	if err := (*backoff.Policy)(&u.Reconnect).Check(); err != nil {
 		return u, fmt.Errorf("broker URI %q: %w", shown, err)
 	}
 	for _, o := range []struct{ name, v string }{{"ca", u.CAFile}, {"cert", u.CertFile}, {"key", u.KeyFile}, {"serverName", u.ServerName}} {
@@ -195,7 +195,7 @@ func parseFlavour(v string) (transport.Flavour, bool) {
 func (u URI) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port)) }
 
 // Backoff is the reconnect policy the URI asks for.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // Dial connects; see DialConn. opts.ClientID becomes the container-id unless
 // the URI sets containerId.
@@ -267,7 +267,7 @@ func (u URI) WithSecrets() string {
 	if u.IdleTimeout != defaultIdleTimeout {
 		q.Set("idleTimeout", u.IdleTimeout.String())
 	}
-	u.Reconnect.AddOptions(q)
+	(*backoff.Policy)(&u.Reconnect).AddOptions(q)
 	v.RawQuery = q.Encode()
 	return v.String()
 }

@@ -31,7 +31,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -60,7 +59,7 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 }
 
 // Backoff implements transport.Endpoint: the reconnect policy of u.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // BrokerError is an ExceptionResponse or ConnectionError from the broker:
 // the Java exception class and message.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // URI is a parsed OpenWire broker address, in ActiveMQ's own spelling:
@@ -38,7 +39,7 @@ type URI struct {
 	// Tight asks for OpenWire's tight encoding (wireFormat.tightEncodingEnabled):
 	// smaller frames for a little more work on both sides.
 	Tight     bool
-	Reconnect backoff.Policy
+	Reconnect transport.Reconnect
 }
 
 // defaultTight is the default of wireFormat.tightEncodingEnabled.
@@ -56,7 +57,7 @@ func Schemes(scheme string) bool { return scheme == "tcp" || scheme == "ssl" }
 
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
-	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: backoff.Default()}
+	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: transport.DefaultReconnect()}
 	if !strings.Contains(s, "://") {
 		return u, fmt.Errorf("broker URI %q: missing scheme (want tcp://host:port or ssl://host:port)", uriredact.Redact(s))
 	}
@@ -131,7 +132,7 @@ func ParseURI(s string) (URI, error) {
 			}
 			u.Tight = b
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
+			known, err := (*backoff.Policy)(&u.Reconnect).SetOption(key, v)
 			if err != nil {
 				return u, bad(err.Error())
 			}
@@ -140,7 +141,7 @@ func ParseURI(s string) (URI, error) {
 			}
 		}
 	}
-	if err := u.Reconnect.Check(); err != nil {
+	if err := (*backoff.Policy)(&u.Reconnect).Check(); err != nil {
 		return u, fmt.Errorf("broker URI %q: %w", shown, err)
 	}
 	if (u.CAFile != "" || u.ServerName != "") && !u.TLS {
@@ -201,7 +202,7 @@ func (u URI) url() url.URL {
 	if u.Tight != defaultTight {
 		q.Set("wireFormat.tightEncodingEnabled", strconv.FormatBool(u.Tight))
 	}
-	u.Reconnect.AddOptions(q)
+	(*backoff.Policy)(&u.Reconnect).AddOptions(q)
 	v.RawQuery = q.Encode()
 	return v
 }

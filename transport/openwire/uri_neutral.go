@@ -1,7 +1,6 @@
 package openwire
 
 import (
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -31,7 +30,7 @@ func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	if u.TLS && u.CAFile == "" {
 		u.CAFile = d.CAFile
 	}
-	if d.Reconnect != (backoff.Policy{}) {
+	if d.Reconnect != (transport.Reconnect{}) {
 		u.Reconnect = d.Reconnect
 	}
 	return u

@@ -14,7 +14,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -38,7 +37,7 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 }
 
 // Backoff is the reconnect policy of u.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // Subscription ids of the advisory subscriptions a BrokerConn makes.
 const (

@@ -12,6 +12,7 @@ import (
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // URI is a parsed broker address:
@@ -39,7 +40,7 @@ type URI struct {
 	CertFile   string
 	KeyFile    string
 	ServerName string
-	Reconnect  backoff.Policy
+	Reconnect  transport.Reconnect
 	// Flavour, when not Unknown, is forced by ?flavor= and wins over the
 	// server header.
 	Flavour Flavour
@@ -71,7 +72,7 @@ func ParseRemoteURI(s string) (URI, error) {
 }
 
 func parseURI(s string, checkFiles bool) (URI, error) {
-	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default(), Port: DefaultPort}
+	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: transport.DefaultReconnect(), Port: DefaultPort}
 	shown := Redact(s)
 	if !strings.Contains(s, "://") {
 		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp://host:port or stomp+ssl://host:port)", shown)
@@ -150,7 +151,7 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 			}
 			u.HeartBeat = d
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
+			known, err := (*backoff.Policy)(&u.Reconnect).SetOption(key, v)
 			if err != nil {
 				return u, bad(err.Error())
 			}
@@ -159,7 +160,7 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 			}
 		}
 	}
-	if err := u.Reconnect.Check(); err != nil {
+	if err := (*backoff.Policy)(&u.Reconnect).Check(); err != nil {
 		return u, fmt.Errorf("broker URI %q: %w", shown, err)
 	}
 	if !u.TLS {
@@ -248,7 +249,7 @@ func (u URI) WithSecrets() string {
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())
 	}
-	u.Reconnect.AddOptions(q)
+	(*backoff.Policy)(&u.Reconnect).AddOptions(q)
 	v.RawQuery = q.Encode()
 	return v.String()
 }

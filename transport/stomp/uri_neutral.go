@@ -1,7 +1,6 @@
 package stomp
 
 import (
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -34,7 +33,7 @@ func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	if u.TLS && u.CAFile == "" && u.CertFile == "" {
 		u.CAFile, u.CertFile, u.KeyFile = d.CAFile, d.CertFile, d.KeyFile
 	}
-	if d.Reconnect != (backoff.Policy{}) {
+	if d.Reconnect != (transport.Reconnect{}) {
 		u.Reconnect = d.Reconnect
 	}
 	return u
