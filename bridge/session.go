@@ -309,7 +309,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onEvent(wctx, s.durable, ev, ok, draining)
 		case ev, ok := <-s.remote.events:
 			err = s.onEvent(wctx, s.remote, ev, ok, draining)
-		case <-s.replay.due.signal:
+		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
 		case <-s.retryDue:
 			err = s.sendRetries(wctx)

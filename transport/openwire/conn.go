@@ -31,6 +31,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -176,7 +177,6 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		nc:      nc,
 		connID:  &connectionID{Value: "ID:brokernet-" + hex.EncodeToString(rnd[:]) + "-1"},
 		out:     make(chan outFrame, 1024),
-		urgent:  urgentQueue{signal: make(chan struct{}, 1)},
 		done:    make(chan struct{}),
 		events:  newQueue(),
 		waiters: make(map[int32]func(command)),
@@ -966,34 +966,14 @@ type outFrame struct {
 // sides would wait on each other. The frames are few (the broker's prefetch bounds the
 // deliveries that cause them).
 type urgentQueue struct {
-	mu     sync.Mutex
-	frames [][]byte
-	signal chan struct{} // capacity 1: frames were added
+	mailbox.Mailbox[[]byte]
 }
 
-func (q *urgentQueue) push(b []byte) {
-	q.mu.Lock()
-	q.frames = append(q.frames, b)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
+func (q *urgentQueue) push(b []byte) { q.Push(b) }
 
-func (q *urgentQueue) take() [][]byte {
-	q.mu.Lock()
-	f := q.frames
-	q.frames = nil
-	q.mu.Unlock()
-	return f
-}
+func (q *urgentQueue) take() [][]byte { return q.Take() }
 
-func (q *urgentQueue) empty() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.frames) == 0
-}
+func (q *urgentQueue) empty() bool { return q.Len() == 0 }
 
 // writeFromReader queues cmd (which asks for no response) for the writer
 // without ever blocking: it is the reader goroutine's way to write.
@@ -1020,7 +1000,7 @@ func (c *Conn) writeLoop() {
 		var f outFrame
 		select {
 		case f = <-c.out:
-		case <-c.urgent.signal:
+		case <-c.urgent.Signal():
 		case <-c.done:
 			return
 		}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/hop"
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -253,37 +253,24 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	return c, nil
 }
 
-// queue is the unbounded, ordered event queue between the reader and Events.
+// queue is the unbounded, ordered event queue between the reader and Events
+// (the broker's prefetch bounds the deliveries, the caller's requests the
+// confirmations).
 type queue struct {
-	mu     sync.Mutex
-	items  []transport.Event
-	signal chan struct{}
-	out    chan transport.Event
+	mailbox.Mailbox[transport.Event]
+	out chan transport.Event
 }
 
-func newQueue() *queue {
-	return &queue{signal: make(chan struct{}, 1), out: make(chan transport.Event, 256)}
-}
+func newQueue() *queue { return &queue{out: make(chan transport.Event, 256)} }
 
-func (q *queue) push(ev transport.Event) {
-	q.mu.Lock()
-	q.items = append(q.items, ev)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
+func (q *queue) push(ev transport.Event) { q.Push(ev) }
 
 // pump moves events to out in order. When done closes it hands over what
 // is queued (confirmations the broker sent before the end) and closes out.
 func (q *queue) pump(done <-chan struct{}) {
 	defer close(q.out)
 	for {
-		q.mu.Lock()
-		items := q.items
-		q.items = nil
-		q.mu.Unlock()
+		items := q.Take()
 		for _, ev := range items {
 			select {
 			case q.out <- ev:
@@ -300,12 +287,9 @@ func (q *queue) pump(done <-chan struct{}) {
 			continue
 		}
 		select {
-		case <-q.signal:
+		case <-q.Signal():
 		case <-done:
-			q.mu.Lock()
-			rest := len(q.items)
-			q.mu.Unlock()
-			if rest == 0 {
+			if q.Len() == 0 {
 				return
 			}
 		}
