@@ -48,6 +48,12 @@ func TestStuckMessagesCounted(t *testing.T) {
 
 	cb := stomptest.Subscribe(t, b.StompURI(), "/queue/moved")
 	cb.WaitDistinct(want, 20*time.Second)
+	// Browsing took nothing and marked nothing: none comes redelivered.
+	for _, f := range cb.Frames() {
+		if f.Header.Get("redelivered") == "true" {
+			t.Fatalf("message %s redelivered after browses", f.Header.Get("message-id"))
+		}
+	}
 	stomptest.Eventually(t, 10*time.Second, func() error {
 		if list, measured := ba.Stuck(); !measured || len(list) != 0 {
 			return fmt.Errorf("stuck %v (measured %v) after B's consumer took them, want none", list, measured)
