@@ -26,7 +26,7 @@ type Status struct {
 	// broker waits for but no bridge can forward there and no local consumer
 	// took (bridge/stuck.go). StuckMeasured is true when every bridge measured
 	// them: only then does an empty list mean "none" (bridges that are down,
-	// or whose local broker is reached over OpenWire or AMQP 1.0, cannot).
+	// or whose local broker is reached over AMQP 1.0, cannot).
 	Stuck         []Stuck `json:"stuck"`
 	StuckMeasured bool    `json:"stuck_measured"`
 }

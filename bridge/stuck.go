@@ -26,7 +26,8 @@ import (
 //
 // The bridge measures them two ways, depending on the local broker:
 //
-//   - a broker with selectors and queue browsers (ActiveMQ over STOMP): every
+//   - a broker with selectors and queue browsers (ActiveMQ over STOMP or
+//     OpenWire): every
 //     StuckInterval a connection of its own browses each demanded queue with
 //     the inverse of the hop filter (hop.WithheldSelector); a message
 //     seen in two browses in a row waited a whole interval there, where the
@@ -34,13 +35,13 @@ import (
 //     browse reads at most maxStuckBrowse messages per queue, and ActiveMQ
 //     pages at most maxBrowsePageSize (400 by default) from its store for a
 //     browser, so large counts are lower bounds (630 non-persistent messages
-//     were counted in full here, bridge/stuck_test.go);
+//     were counted in full here over STOMP and OpenWire, bridge/stuck_test.go);
 //   - a broker without selectors (RabbitMQ): the bridge sees such messages
 //     itself (filter.go); a held message that came back after its release, so
 //     that no local consumer took it meanwhile, is stuck.
 //
-// Otherwise (OpenWire and AMQP 1.0 local brokers) stuck messages are not
-// measured, and StuckInfo reports that.
+// Otherwise (AMQP 1.0 local brokers) stuck messages are not measured, and
+// Stuck reports that.
 
 // StuckInfo is one queue of the local broker holding stuck messages.
 type StuckInfo struct {

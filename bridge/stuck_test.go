@@ -7,6 +7,8 @@ import (
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // TestStuckMessagesCounted: a bridge B->A with a consumer on A counts, on B's
@@ -14,24 +16,50 @@ import (
 // hops) and that nobody on B takes; the ones it may forward reach A and are
 // never counted; a consumer on B that takes them clears the count.
 func TestStuckMessagesCounted(t *testing.T) {
+	for _, local := range []struct {
+		name  string
+		uri   func(*testbroker.ActiveMQ) string
+		byHop bool
+	}{
+		{"STOMP", (*testbroker.ActiveMQ).StompURI, true},
+		// The test's producer sends over STOMP, so BrokernetHops is a string
+		// property; only STOMP selectors compare it as a number (ActiveMQ's
+		// convert_string_expressions), so over OpenWire the cases that turn
+		// on the hop count are left out.
+		{"OpenWire", (*testbroker.ActiveMQ).OpenWireURI, false},
+	} {
+		t.Run("local broker over "+local.name, func(t *testing.T) { testStuckMessagesCounted(t, local.uri, local.byHop) })
+	}
+}
+
+func testStuckMessagesCounted(t *testing.T, localURI func(*testbroker.ActiveMQ) string, byHop bool) {
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
-	ba := startBridge(t, b.StompURI(), a.StompURI(), func(c *bridge.Config) {
-		c.Demand.MessageTTL, c.Demand.ConsumerTTL = 3, 3
-		c.StuckInterval = 500 * time.Millisecond
+	local, err := endpoint.Parse(localURI(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := defaultDemand()
+	d.MessageTTL, d.ConsumerTTL = 3, 3
+	ba := runBridge(t, bridge.Config{
+		Local: local, Remote: stomptest.URI(t, a.StompURI()), Demand: d, Log: stomptest.Logger(t),
+		StuckInterval: 500 * time.Millisecond,
 	})
 	_, aID := ba.BrokerIDs()
 	ca := stomptest.Subscribe(t, a.StompURI(), "/queue/moved")
 	waitDemand(t, ba, 1, 10*time.Second)
 
-	const visited, spent, onward, plain = 600, 30, 40, 50
+	visited, spent, onward, plain := 600, 30, 40, 50
+	if !byHop {
+		spent, onward = 0, 0
+	}
 	stomptest.SendN(t, b.StompURI(), "/queue/moved", 0, visited, false, "BrokernetPath", "|"+aID+"|", "BrokernetHops", "1")
 	stomptest.SendN(t, b.StompURI(), "/queue/moved", visited, spent, false, "BrokernetPath", "|C|D|E|", "BrokernetHops", "3")
 	stomptest.SendN(t, b.StompURI(), "/queue/moved", visited+spent, onward, false, "BrokernetPath", "|C|", "BrokernetHops", "1")
 	stomptest.SendN(t, b.StompURI(), "/queue/moved", visited+spent+onward, plain, false)
 	ca.WaitDistinct(onward+plain, 20*time.Second)
 
-	const want = visited + spent
+	want := int64(visited + spent)
 	stomptest.Eventually(t, 15*time.Second, func() error {
 		list, measured := ba.Stuck()
 		if !measured || len(list) != 1 || list[0].Destination != "queue://moved" || list[0].Messages != want {
@@ -47,7 +75,7 @@ func TestStuckMessagesCounted(t *testing.T) {
 	}
 
 	cb := stomptest.Subscribe(t, b.StompURI(), "/queue/moved")
-	cb.WaitDistinct(want, 20*time.Second)
+	cb.WaitDistinct(int(want), 20*time.Second)
 	// Browsing took nothing and marked nothing: none comes redelivered.
 	for _, f := range cb.Frames() {
 		if f.Header.Get("redelivered") == "true" {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -127,6 +128,7 @@ type subscription struct {
 	cid     *consumerID
 	dest    *dest
 	ack     transport.AckMode
+	browser bool       // a queue browser (Browse): deliveries are copies, never settled
 	mu      sync.Mutex // guards the fields below
 	closed  bool       // unsubscribed: its deliveries went back to the broker
 	seq     uint64
@@ -585,6 +587,55 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("unsubscribe %q: %w", id, err)
+	}
+	return nil
+}
+
+var _ transport.QueueBrowser = (*Conn)(nil)
+
+// Browse implements transport.QueueBrowser: a consumer with ConsumerInfo's
+// browser flag. ActiveMQ dispatches copies of the queue's messages to it
+// (QueueBrowserSubscription) and then a MessageDispatch without a message,
+// the end of the browse.
+func (c *Conn) Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error {
+	if queue.Kind != destination.Queue {
+		return fmt.Errorf("browsing %s: only queues can be browsed", queue)
+	}
+	if !fitsUTF(selector) {
+		return fmt.Errorf("browse %q: selector longer than 65535 bytes", id)
+	}
+	c.mu.Lock()
+	_, dup := c.subs[id]
+	c.mu.Unlock()
+	if dup {
+		return fmt.Errorf("browse %q: subscription id in use", id)
+	}
+	c.nextConsumer++
+	sub := &subscription{
+		id:      id,
+		cid:     &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer},
+		dest:    fromDestination(queue),
+		browser: true,
+	}
+	ci := &consumerInfo{
+		ConsumerID:    sub.cid,
+		Destination:   sub.dest,
+		PrefetchSize:  int32(max + 1), // room for the end of the browse
+		Selector:      selector,
+		Browser:       true,
+		DispatchAsync: true,
+	}
+	c.mu.Lock()
+	c.subs[id] = sub
+	c.byValue[sub.cid.Value] = sub
+	c.mu.Unlock()
+	if err := c.write(ctx, ci, func(r command) {
+		if err := respErr(r); err != nil && r != nil {
+			c.log.Warn().Err(err).Str("sub", id).Msg("browsing")
+		}
+	}); err != nil {
+		c.dropSub(sub)
+		return fmt.Errorf("browse %q: %w", id, err)
 	}
 	return nil
 }

@@ -90,13 +90,20 @@ func (c *Conn) handle(cmd dataStructure) {
 }
 
 func (c *Conn) dispatch(md *messageDispatch) {
-	if md.ConsumerID == nil || md.Message == nil {
-		return // end of a browse, or nothing to deliver
+	if md.ConsumerID == nil {
+		return
 	}
 	c.mu.Lock()
 	sub := c.byValue[md.ConsumerID.Value]
 	advisoryConsumer := c.advisor[md.ConsumerID.Value]
 	c.mu.Unlock()
+	if md.Message == nil {
+		// The end of a browse (QueueBrowserSubscription's null message).
+		if sub != nil && sub.browser && md.ConsumerID.ConnectionID == c.connID.Value {
+			c.events.push(transport.Event{Kind: transport.BrowseDone, Sub: sub.id})
+		}
+		return
+	}
 	if sub == nil || md.ConsumerID.ConnectionID != c.connID.Value {
 		// A late dispatch to a closed consumer: the broker takes it back
 		// when the RemoveInfo is processed.
@@ -120,6 +127,11 @@ func (c *Conn) dispatch(md *messageDispatch) {
 		default:
 			c.events.push(transport.Event{Kind: transport.Consumer, Consumer: ev})
 		}
+		return
+	}
+	if sub.browser {
+		// A copy, counted by its id: nothing to read, nothing to settle.
+		c.events.push(transport.Event{Kind: transport.Delivery, Sub: sub.id, Msg: &transport.Message{ID: m.MessageID.String()}})
 		return
 	}
 	tm, err := toMessage(m, md.RedeliveryCounter)
