@@ -85,7 +85,7 @@ func ParseURI(s string) (URI, error) {
 	}
 	u.TLS, u.Host, u.Port, u.User, u.Password = p.TLS, p.Host, p.Port, p.User, p.Password
 	var tlsOpts tlsconf.Options
-	err = p.Options(&tlsOpts, (*backoff.Policy)(&u.Reconnect), func(name, v string) (bool, error) {
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
 		switch name {
 		case "vhost":
 			if v == "" {
@@ -188,7 +188,7 @@ func (u URI) WithSecrets() string {
 	if u.IdleTimeout != defaultIdleTimeout {
 		q.Set("idleTimeout", u.IdleTimeout.String())
 	}
-	brokeruri.SetOptions(q, u.TLSOptions(), backoff.Policy(u.Reconnect))
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v.String()
 }

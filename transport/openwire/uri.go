@@ -68,7 +68,7 @@ func ParseURI(s string) (URI, error) {
 	}
 	u.TLS, u.Host, u.Port, u.User, u.Password = p.TLS, p.Host, p.Port, p.User, p.Password
 	var tlsOpts tlsconf.Options
-	err = p.Options(&tlsOpts, (*backoff.Policy)(&u.Reconnect), func(name, v string) (bool, error) {
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
 		switch name {
 		case "clientId", "jms.clientID":
 			if !fitsUTF(v) {
@@ -156,7 +156,7 @@ func (u URI) url() url.URL {
 	if u.Tight != defaultTight {
 		q.Set("wireFormat.tightEncodingEnabled", strconv.FormatBool(u.Tight))
 	}
-	brokeruri.SetOptions(q, u.TLSOptions(), backoff.Policy(u.Reconnect))
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v
 }

@@ -84,7 +84,7 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 	}
 	u.TLS, u.Host, u.Port, u.Login, u.Passcode = p.TLS, p.Host, p.Port, p.User, p.Password
 	var tlsOpts tlsconf.Options
-	err = p.Options(&tlsOpts, (*backoff.Policy)(&u.Reconnect), func(name, v string) (bool, error) {
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
 		switch name {
 		case "vhost", "host":
 			u.VHost = v
@@ -151,7 +151,7 @@ func (u URI) WithSecrets() string {
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())
 	}
-	brokeruri.SetOptions(q, u.TLSOptions(), backoff.Policy(u.Reconnect))
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v.String()
 }
