@@ -53,8 +53,14 @@ func newFaultRig(t *testing.T, a, b *testbroker.ActiveMQ, query string) *faultRi
 	return r
 }
 
+// seqConsumer is a test consumer over any protocol, as tally reads it.
+type seqConsumer interface {
+	// Seqs returns the seq property of every message received, repeats included.
+	Seqs() []int
+}
+
 // tally sums what consumers received of seqs [0, n).
-func tally(n int, cs ...*stomptest.Consumer) (distinct, dups int, missing []int) {
+func tally(n int, cs ...seqConsumer) (distinct, dups int, missing []int) {
 	seen := make(map[int]int)
 	for _, c := range cs {
 		for _, s := range c.Seqs() {
@@ -75,7 +81,7 @@ func tally(n int, cs ...*stomptest.Consumer) (distinct, dups int, missing []int)
 
 // waitAll waits until the consumers hold every seq of [0, n), then checks the
 // duplicates against the window and reports them.
-func waitAll(t *testing.T, n int, timeout time.Duration, cs ...*stomptest.Consumer) {
+func waitAll(t *testing.T, n int, timeout time.Duration, cs ...seqConsumer) {
 	t.Helper()
 	stomptest.Eventually(t, timeout, func() error {
 		if d, _, missing := tally(n, cs...); d != n {
