@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,9 +374,32 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 			return nil
 		})
 		sessions := r.br.Stats().Sessions.Load()
+		if !fromRabbit {
+			r.restart(t, true)
+			waitBack(t, r.br, sessions, time.Now())
+			waitAll(t, n, 90*time.Second, c)
+			return
+		}
+		// RabbitMQ 3.10 does not make acknowledgements durable before it
+		// confirms anything (a classic queue's index journals them in the
+		// queue process's buffers): messages whose acceptance the bridge saw
+		// processed (Sync) before the kill can come back after the restart.
+		// Those are the broker's duplicates, not the bridge's: the bridge is
+		// kept away until they are counted, as the queue's depth beyond what
+		// the bridge had not acknowledged.
+		for _, p := range r.proxies(true) {
+			p.Refuse(true)
+		}
 		r.restart(t, true)
+		acked := int(r.br.Stats().Forwarded.Load()) // final: nothing is confirmed without the broker
+		depth := rabbitDepth(t, bs.r, q)
+		forgotten := max(0, depth-(n-acked))
+		t.Logf("the bridge had acknowledged %d of %d (confirmed); after the restart the queue holds %d: RabbitMQ forgot %d acknowledgements", acked, n, depth, forgotten)
+		for _, p := range r.proxies(true) {
+			p.Refuse(false)
+		}
 		waitBack(t, r.br, sessions, time.Now())
-		waitAll(t, n, 90*time.Second, c)
+		waitAllBeyond(t, n, forgotten, 90*time.Second, c)
 	})
 	t.Run("SIGKILL remote broker", func(t *testing.T) {
 		q := base + ".killremote"
@@ -398,4 +422,27 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		waitBack(t, r.br, sessions, restarted)
 		waitAll(t, n, 90*time.Second, c1, c2)
 	})
+}
+
+// rabbitDepth is how many messages queue q holds on r, asked of the queue
+// itself (rabbitmqctl), not of the lagging management statistics.
+func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == q {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("list_queues: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("list_queues has no queue %s:\n%s", q, out)
+	return 0
 }
