@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Durable subscription sync: how a bridge learns, at connect, which durable
@@ -51,13 +52,7 @@ func (x *brokerSubscriptionInfo) unmarshal(r *reader) {
 	x.Subscriptions = readArray[*consumerInfo](r, "subscriptionInfos")
 }
 
-// DurableSubscription is a durable topic subscription a broker holds.
-type DurableSubscription struct {
-	ClientID    string
-	Name        string // the subscription name
-	Destination destination.Destination
-	Selector    string
-}
+var _ transport.DurableLister = URI{}
 
 // durableSyncTimeout bounds the wait for the broker's answer; an ActiveMQ
 // older than 5.15 never answers.
@@ -68,7 +63,7 @@ const durableSyncTimeout = 10 * time.Second
 // on a connection of its own (a network connection as the broker sees it, so
 // not the bridge's; without the URI's client id, which the bridge's own
 // connections use). It fails on a broker that does not answer (before 5.15).
-func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]DurableSubscription, error) {
+func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]transport.DurableSubscription, error) {
 	var names []string
 	for _, d := range include {
 		if d.Kind != destination.Topic || d.Name == "" || strings.ContainsAny(d.Name, ",[]\\\r\n") {
@@ -104,7 +99,7 @@ func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Des
 	}
 	select {
 	case bsi := <-c.subInfo:
-		out := make([]DurableSubscription, 0, len(bsi.Subscriptions))
+		out := make([]transport.DurableSubscription, 0, len(bsi.Subscriptions))
 		for _, ci := range bsi.Subscriptions {
 			if ci == nil || ci.SubscriptionName == "" {
 				continue
@@ -113,7 +108,7 @@ func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Des
 			if !ok {
 				continue
 			}
-			out = append(out, DurableSubscription{ClientID: ci.ClientID, Name: ci.SubscriptionName, Destination: d, Selector: ci.Selector})
+			out = append(out, transport.DurableSubscription{ClientID: ci.ClientID, Name: ci.SubscriptionName, Destination: d, Selector: ci.Selector})
 		}
 		return out, nil
 	case <-c.done:

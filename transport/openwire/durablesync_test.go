@@ -40,7 +40,7 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DurableSubscription{ClientID: "sync-client", Name: "offline-sub", Destination: topic, Selector: "k = 'a'"}
+	want := transport.DurableSubscription{ClientID: "sync-client", Name: "offline-sub", Destination: topic, Selector: "k = 'a'"}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("durable subscriptions %+v, want [%+v]", got, want)
 	}
