@@ -423,11 +423,40 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		// consumers' Close round-trips), so that duplicates are the bridge's.
 		c1.Close()
 		sessions := r.br.Stats().Sessions.Load()
+		if fromRabbit {
+			r.restart(t, false)
+			restarted := time.Now()
+			c2 := r.subscribe(t, q)
+			waitBack(t, r.br, sessions, restarted)
+			waitAll(t, n, 90*time.Second, c1, c2)
+			return
+		}
+		// RabbitMQ may forget the test consumer's acknowledgements in the
+		// kill, as it forgets the bridge's (see SIGKILL local broker): what it
+		// then delivers again is not the bridge's doing. Bound: the bridge
+		// sends again only what it had not seen confirmed and acknowledged
+		// (Forwarded), so duplicates ≤ what RabbitMQ holds after the restart
+		// + what the consumer had − Forwarded; the bridge's share of that is
+		// at most the window, the rest is RabbitMQ's. The bridge is kept away
+		// until the queue has been asked.
+		ps := r.proxies(false)
+		for _, p := range ps {
+			p.Refuse(true)
+		}
 		r.restart(t, false)
+		forwarded := int(r.br.Stats().Forwarded.Load()) // final: nothing is confirmed without the broker
+		after := rabbitDepth(t, bs.r, q)
+		consumed := c1.Distinct()
+		extra := max(0, after+consumed-forwarded-faultWindow)
+		t.Logf("the bridge had forwarded %d (confirmed, acknowledged), the consumer had %d; after the restart RabbitMQ holds %d: %d duplicates beyond the window are RabbitMQ's (forgotten acknowledgements)",
+			forwarded, consumed, after, extra)
+		for _, p := range ps {
+			p.Refuse(false)
+		}
 		restarted := time.Now()
 		c2 := r.subscribe(t, q)
 		waitBack(t, r.br, sessions, restarted)
-		waitAll(t, n, 90*time.Second, c1, c2)
+		waitAllBeyond(t, n, extra, 90*time.Second, c1, c2)
 	})
 }
 
