@@ -448,7 +448,7 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		after := rabbitDepth(t, bs.r, q)
 		consumed := c1.Distinct()
 		extra := max(0, after+consumed-forwarded-faultWindow)
-		t.Logf("the bridge had forwarded %d (confirmed, acknowledged), the consumer had %d; after the restart RabbitMQ holds %d: %d duplicates beyond the window are RabbitMQ's (forgotten acknowledgements)",
+		t.Logf("the bridge had forwarded %d (confirmed, acknowledged), the consumer had %d; after the restart RabbitMQ holds %d: duplicates may exceed the window by %d, RabbitMQ's own redeliveries",
 			forwarded, consumed, after, extra)
 		for _, p := range ps {
 			p.Refuse(false)
