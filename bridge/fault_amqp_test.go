@@ -461,24 +461,30 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 }
 
 // rabbitDepth is how many messages queue q holds on r, asked of the queue
-// itself (rabbitmqctl), not of the lagging management statistics.
+// itself (rabbitmqctl), not of the lagging management statistics. Right after
+// a restart the node lists its recovered queues only once their processes are
+// up, so the queue is waited for.
 func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == q {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatalf("list_queues: %q", line)
-			}
-			return n
+	depth := -1
+	stomptest.Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages")
+		if err != nil {
+			return err
 		}
-	}
-	t.Fatalf("list_queues has no queue %s:\n%s", q, out)
-	return 0
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == q {
+				n, err := strconv.Atoi(f[1])
+				if err != nil {
+					return fmt.Errorf("list_queues: %q", line)
+				}
+				depth = n
+				return nil
+			}
+		}
+		return fmt.Errorf("list_queues has no queue %s yet:\n%s", q, out)
+	})
+	return depth
 }
