@@ -98,6 +98,9 @@ type Conn struct {
 	failOnce sync.Once
 	err      error // set before done is closed
 
+	// subInfo takes the broker's BrokerSubscriptionInfo (durablesync.go).
+	subInfo chan *brokerSubscriptionInfo
+
 	events *queue
 
 	mu      sync.Mutex                // guards waiters, subs, byValue, advisor; never held with a subscription's mu
@@ -169,6 +172,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		connID:  &connectionID{Value: "ID:brokernet-" + hex.EncodeToString(rnd[:]) + "-1"},
 		out:     make(chan outFrame, 1024),
 		done:    make(chan struct{}),
+		subInfo: make(chan *brokerSubscriptionInfo, 1),
 		events:  newQueue(),
 		waiters: make(map[int32]func(command)),
 		subs:    make(map[string]*subscription),
