@@ -43,7 +43,11 @@ func TestRabbitMQKilledKeepsWhatWasAcknowledged(t *testing.T) {
 				Demand: defaultDemand(), Log: stomptest.Logger(t),
 			})
 			waitDemand(t, br, 1, 20*time.Second)
-			local.Send(t, local.Queue(q), 0, n, true)
+			// The producer keeps sending while RabbitMQ dies, so that the kill
+			// lands mid-stream.
+			pub := stomptest.Dial(t, a.StompURI())
+			sent := make(chan error, 1)
+			go func() { sent <- stomptest.Send(context.Background(), pub, local.Queue(q), 0, n, true) }()
 			stomptest.Eventually(t, 60*time.Second, func() error {
 				if f := br.Stats().Forwarded.Load(); f < n/10 {
 					return fmt.Errorf("%d forwarded, waiting for %d", f, n/10)
@@ -60,6 +64,9 @@ func TestRabbitMQKilledKeepsWhatWasAcknowledged(t *testing.T) {
 				t.Fatal(err)
 			}
 			hold()
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
 			if err := br.stop(); err != nil {
 				t.Fatal(err)
 			}
