@@ -255,6 +255,22 @@ func waitDepth(t *testing.T, s side, q string, want int64, timeout time.Duration
 	})
 }
 
+// waitOr is stomptest.Eventually that adds what diag says to the failure.
+func waitOr(t *testing.T, timeout time.Duration, cond func() error, diag func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v (%s)", timeout, err, diag())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func scenarioOnDemandOnly(t *testing.T, local, remote side) {
 	q := unique("conf.demand")
 	b := conformanceBridge(t, local, remote)
@@ -369,12 +385,19 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 	c := remote.Subscribe(t, remote.Queue(q))
 	waitDemand(t, b, 1, 20*time.Second)
 	local.Send(t, local.Queue(q), 0, 1000, true)
-	stomptest.Eventually(t, 30*time.Second, func() error {
+	// Where the messages are when a wait fails: still on the local broker, in
+	// the bridge's window, forwarded to the remote and not consumed, or nowhere.
+	where := func() string {
+		st := b.Stats()
+		return fmt.Sprintf("local queue holds %d, remote queue %d; the bridge forwarded %d, has %d in flight",
+			local.Depth(t, q), remote.Depth(t, q), st.Forwarded.Load(), st.InFlight.Load())
+	}
+	waitOr(t, 30*time.Second, func() error {
 		if c.Distinct() < 200 {
 			return fmt.Errorf("%d received before the restart, waiting for 200", c.Distinct())
 		}
 		return nil
-	})
+	}, where)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := remote.Restart(ctx); err != nil {
@@ -387,7 +410,7 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 	// A new consumer after the restart gets the rest: what the remote stored
 	// before it died and what the bridge forwards once it is back.
 	c2 := remote.Subscribe(t, remote.Queue(q))
-	stomptest.Eventually(t, 90*time.Second, func() error {
+	waitOr(t, 90*time.Second, func() error {
 		for _, s := range c2.Seqs() {
 			got[s] = true
 		}
@@ -395,7 +418,7 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 			return fmt.Errorf("%d of 1000 received", len(got))
 		}
 		return nil
-	})
+	}, where)
 	t.Logf("duplicates after the restart: %d (bounded by the window)", c.Duplicates()+c2.Duplicates()+c.Distinct()+c2.Distinct()-1000)
 	waitDepth(t, local, q, 0, 30*time.Second)
 }
