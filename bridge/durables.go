@@ -105,7 +105,14 @@ func (s *session) loadLedger(ctx context.Context) (*ledgerRecord, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:]) //nolint:errcheck // never fails
 	marker := hex.EncodeToString(rnd[:])
-	if err := c.Send(ctx, &transport.Message{Destination: q, Priority: -1,
+	// Persistent like the records: ActiveMQ keeps a queue's persistent and
+	// non-persistent messages in two cursors and dispatches from the one it
+	// used last while that one has messages buffered
+	// (StoreQueueCursor.getNextCursor, 5.17), so a non-persistent marker can
+	// overtake the records and the ledger reads as empty (measured: 2 times in
+	// 10 after an earlier read that saw only its marker; never with a
+	// persistent marker).
+	if err := c.Send(ctx, &transport.Message{Destination: q, Priority: -1, Persistent: true,
 		Props: []transport.Property{{Name: ledgerMarkerProp, Value: marker}}}); err != nil {
 		return nil, err
 	}
