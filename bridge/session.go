@@ -146,7 +146,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.remote = newPeer(rc, "remote broker", false)
 	defer rc.Abort()
-	lc, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
+	lc, lep, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
@@ -179,12 +179,14 @@ func (s *session) run(ctx context.Context) error {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
-	if s.cfg.DurableOfflineTimeout > 0 && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
-		// Durable demand that outlives the bridge (durables.go). Without a
-		// timeout nothing needs the ledger: an offline subscriber's durable
-		// demand stays on the local broker with its messages by itself.
+	_, lists := rep.(transport.DurableLister)
+	if (s.cfg.DurableOfflineTimeout > 0 || lists) && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
+		// Durable demand that outlives the bridge (durables.go). Only a
+		// timeout, or a remote that lists its durable subscriptions, needs the
+		// ledger; otherwise an offline subscriber's durable demand stays on
+		// the local broker with its messages by itself.
 		s.ledgerOn = true
-		if err := s.restoreDurables(ctx); err != nil {
+		if err := s.restoreDurables(ctx, rep); err != nil {
 			return err
 		}
 	}
@@ -231,6 +233,7 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.apply(ctx, s.table.Start()); err != nil {
 		return err
 	}
+	defer s.measureStuck(ctx, lc, lep)()
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
 	s.b.setUp(true)
@@ -308,7 +311,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onEvent(wctx, s.durable, ev, ok, draining)
 		case ev, ok := <-s.remote.events:
 			err = s.onEvent(wctx, s.remote, ev, ok, draining)
-		case <-s.replay.due.signal:
+		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
 		case <-s.retryDue:
 			err = s.sendRetries(wctx)
