@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // A simulated broker publishes each consumer advisory the way ActiveMQ 5.17
@@ -78,7 +78,7 @@ func (b *broker) render(c *consumer, added bool, count int) (*frame.Header, []by
 		}
 		if c.selector != "" {
 			// ActiveMQ shows a selector that arrived over STOMP with this prefix.
-			info.Selector = advisory.ConvertStringPrefix + c.selector
+			info.Selector = hop.ConvertStringPrefix + c.selector
 		}
 		body = map[string]any{"ConsumerInfo": info}
 	} else {

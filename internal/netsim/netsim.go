@@ -33,6 +33,7 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // DefaultMaxDeliveries bounds the advisories one Measure may deliver, so that
@@ -548,7 +549,7 @@ func (s *Sim) push(e *event) {
 type Route struct {
 	Broker      string
 	Destination destination.Destination
-	Path        string // advisory.FormatPath of the demand's path, origin first
+	Path        string // hop.FormatPath of the demand's path, origin first
 }
 
 // Routes returns every demand subscription network-wide, sorted, without the
@@ -558,8 +559,8 @@ func (s *Sim) Routes() []Route {
 	var out []Route
 	for _, b := range s.bridges {
 		for _, c := range b.live {
-			_, tag, _ := advisory.ParseSelector(c.selector)
-			out = append(out, Route{Broker: b.local.id, Destination: c.dest, Path: advisory.FormatPath(tag.Path)})
+			_, tag, _ := hop.ParseSelector(c.selector)
+			out = append(out, Route{Broker: b.local.id, Destination: c.dest, Path: hop.FormatPath(tag.Path)})
 		}
 	}
 	slices.SortFunc(out, func(a, b Route) int {
