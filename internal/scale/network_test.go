@@ -176,20 +176,28 @@ func TestNetwork(t *testing.T) {
 		}
 		r := measureTopology(t, bin, dir, strings.TrimSpace(name), topo, degree, nodes[:size], edges)
 		results = append(results, r)
+		// Written after every topology, so that a run cut short keeps what it measured.
+		writeNetwork(t, results)
 	}
+}
+
+func writeNetwork(t *testing.T, results []netResult) {
+	t.Helper()
 	var out bytes.Buffer
 	cw := csv.NewWriter(&out)
 	cw.Write([]string{"topology", "brokers", "bridges", "ttl", "converge_ms", "hops", "demand_ms", "first_msg_ms", "gone_ms",
 		"demand_subs", "predicted", "drop_sidecar_ms", "reroute_ms", "sent", "lost", "dups",
 		"rss_kib_per_daemon", "goroutines_per_daemon", "idle_cpu_per_daemon", "load_rate", "load_cpu_per_daemon"})
-	for _, r := range results {
-		t.Logf("%s: %d brokers, %d bridges, ttl %d: converged %v; demand %d hops away after %v, first message %v, gone %v; "+
-			"demand subscriptions %d (netsim predicts %d); sidecar drop %v; reroute %v, %d sent, %d lost, %d duplicates; "+
-			"per daemon (%.1f bridges) RSS %d KiB, %d goroutines, CPU idle %.1f%%, at %.0f msg/s %.1f%%",
-			r.topology, r.brokers, r.bridges, r.ttl, r.converge.Round(time.Millisecond), r.hops, r.demandAt.Round(time.Millisecond),
-			r.firstMsg.Round(time.Millisecond), r.gone.Round(time.Millisecond), r.demandSubs, r.predicted, r.dropSidecar.Round(time.Millisecond),
-			r.reroute.Round(time.Millisecond), r.sent, r.lost, r.dups, float64(r.bridges)/float64(r.brokers), r.rssKiB, r.goroutines,
-			100*r.idleCPU, r.loadRate, 100*r.loadCPU)
+	for i, r := range results {
+		if i == len(results)-1 {
+			t.Logf("%s: %d brokers, %d bridges, ttl %d: converged %v; demand %d hops away after %v, first message %v, gone %v; "+
+				"demand subscriptions %d (netsim predicts %d); sidecar drop %v; reroute %v, %d sent, %d lost, %d duplicates; "+
+				"per daemon (%.1f bridges) RSS %d KiB, %d goroutines, CPU idle %.1f%%, at %.0f msg/s %.1f%%",
+				r.topology, r.brokers, r.bridges, r.ttl, r.converge.Round(time.Millisecond), r.hops, r.demandAt.Round(time.Millisecond),
+				r.firstMsg.Round(time.Millisecond), r.gone.Round(time.Millisecond), r.demandSubs, r.predicted, r.dropSidecar.Round(time.Millisecond),
+				r.reroute.Round(time.Millisecond), r.sent, r.lost, r.dups, float64(r.bridges)/float64(r.brokers), r.rssKiB, r.goroutines,
+				100*r.idleCPU, r.loadRate, 100*r.loadCPU)
+		}
 		ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 		cw.Write([]string{r.topology, strconv.Itoa(r.brokers), strconv.Itoa(r.bridges), strconv.Itoa(r.ttl), ms(r.converge), strconv.Itoa(r.hops),
 			ms(r.demandAt), ms(r.firstMsg), ms(r.gone), strconv.Itoa(r.demandSubs), strconv.Itoa(r.predicted), ms(r.dropSidecar), ms(r.reroute),
@@ -346,6 +354,11 @@ func measureTopology(t *testing.T, bin, dir, name string, topo netsim.Topology, 
 		return nil
 	})
 	r.predicted = predict(t, topo, degree, n, r.ttl)
+	if r.demandSubs != r.predicted {
+		// The simulator is trusted beyond what runs here only while it
+		// agrees with the real network where both run.
+		t.Errorf("%s: %d demand subscriptions network-wide, netsim predicts %d for the same graph", name, r.demandSubs, r.predicted)
+	}
 	consumer.Close()
 	start = time.Now()
 	stomptest.Eventually(t, 5*time.Minute, func() error {
