@@ -77,8 +77,8 @@ func (o options) markdown(sw sweeps) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	c0 := netsim.DefaultConfig()
 	w("%s\n\n", beginMarker)
-	w("Generated %s by `go run ./internal/netsim/cmd/scalesim -n %s -seed %d` (also `make scale-sim`). ",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.sizes, o.seed)
+	w("Generated %s by `go run ./internal/netsim/cmd/scalesim -n %s -mesh-n %s -seed %d` (also `make scale-sim`). ",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.sizes, o.meshSizes, o.seed)
 	w("Every advisory takes %v + uniform [0, %v] from the broker to a bridge, in order per (broker, bridge); "+
 		"bridges react at once. Destinations are topics; `decreaseNetworkConsumerPriority` on. "+
 		"A measurement that delivers more than %s advisories per broker (200,000 at least) is stopped and shown as **> budget**. "+
