@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -486,7 +487,7 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 		ConsumerID:    sub.cid,
 		Destination:   sub.dest,
 		PrefetchSize:  int32(prefetch),
-		Selector:      s.Selector,
+		Selector:      convertStrings(s.Selector),
 		Priority:      int8(prio),
 		DispatchAsync: true,
 	}
@@ -595,7 +596,7 @@ func (c *Conn) Browse(ctx context.Context, id string, queue destination.Destinat
 		ConsumerID:    sub.cid,
 		Destination:   sub.dest,
 		PrefetchSize:  int32(max + 1), // room for the end of the browse
-		Selector:      selector,
+		Selector:      convertStrings(selector),
 		Browser:       true,
 		DispatchAsync: true,
 	}
@@ -1057,4 +1058,18 @@ func (c *Conn) writeLoop() {
 // (AbstractInactivityMonitor).
 func initialDelay(inactivity time.Duration) time.Duration {
 	return min(10*time.Second, inactivity)
+}
+
+// convertStrings makes selector compare string-valued properties with
+// numbers the way a STOMP subscriber's selector does: ActiveMQ prefixes every
+// selector that arrives over STOMP with "convert_string_expressions:"
+// (SelectorParser), and messages sent over STOMP carry every header as a
+// string. Without it, "BrokernetHops < 3" is false for a message a STOMP
+// bridge forwarded (hops "1"), so a mixed STOMP/OpenWire network held back
+// what its TTL allowed. Typed properties compare as before.
+func convertStrings(selector string) string {
+	if selector == "" || strings.HasPrefix(selector, hop.ConvertStringPrefix) {
+		return selector
+	}
+	return hop.ConvertStringPrefix + selector
 }
