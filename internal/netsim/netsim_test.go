@@ -288,3 +288,26 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("an unlimited TTL on a mesh of 8 without suppression stayed within 1000 advisories: %v", err)
 	}
 }
+
+// TestRun: the sweep's scenario on a ring of 20 with TTL 2 — one consumer is
+// 4 subscriptions (2 per direction) and leaves none behind; churn settles
+// exactly; a mesh beyond the budget reports ErrBudget.
+func TestRun(t *testing.T) {
+	c := DefaultConfig()
+	c.Brokers, c.NetworkTTL = 20, 2
+	w := DefaultWorkload()
+	w.ChurnFor = 2 * time.Second
+	r := Run(c, w)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.Bridges != 40 || r.Distance != 10 || r.Appear.Subs != 4 || r.Leave.Subs != 0 || !r.ChurnSettled || r.Background.Subs == 0 {
+		t.Fatalf("bridges %d distance %d appear %d leave %d settled %t background %d", r.Bridges, r.Distance,
+			r.Appear.Subs, r.Leave.Subs, r.ChurnSettled, r.Background.Subs)
+	}
+	c = cfgOf(Mesh, 8, 4, false, true)
+	c.MaxDeliveries = 500
+	if r := Run(c, w); !r.Exploded() {
+		t.Fatalf("a mesh of 8 with TTL 4 and no suppression stayed within 500 advisories: %v", r.Err)
+	}
+}
