@@ -182,7 +182,8 @@ type Conn struct {
 	expectEvery time.Duration // heart-beat receive interval, 0 = none
 
 	out        chan *frame.Frame
-	inbox      *inbox // MESSAGE frames read, not yet handed to deliveries
+	urgent     urgentQueue // frames written by WriteNow, ahead of out
+	inbox      *inbox      // MESSAGE frames read, not yet handed to deliveries
 	deliveries chan *frame.Frame
 	done       chan struct{}
 	failOnce   sync.Once
@@ -232,6 +233,7 @@ func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, er
 		opts:       opts,
 		nc:         nc,
 		out:        make(chan *frame.Frame, opts.WriteQueue),
+		urgent:     urgentQueue{signal: make(chan struct{}, 1)},
 		deliveries: make(chan *frame.Frame, opts.DeliveryQueue),
 		done:       make(chan struct{}),
 		receipts:   make(map[string]func(error)),
@@ -381,6 +383,54 @@ func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// WriteNow queues frames for sending without ever blocking, ahead of every
+// frame Write queues after this call returns (and possibly of some queued
+// before). It is for goroutines that must keep draining the connection, such
+// as the one releasing settlements held behind a Sync (BrokerConn.Sync): if
+// they waited for room in the write queue while the broker waits to write to
+// us, neither side would read. The frames are few (one per subscription and
+// a Sync), so the queue needs no bound.
+func (c *Conn) WriteNow(fs ...*frame.Frame) error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	for _, f := range fs {
+		c.noteSubscription(f)
+	}
+	c.urgent.push(fs)
+	return nil
+}
+
+// urgentQueue holds WriteNow's frames for the writer.
+type urgentQueue struct {
+	mu     sync.Mutex
+	frames []*frame.Frame
+	n      atomic.Int32  // len(frames), read without mu by the writer
+	signal chan struct{} // capacity 1: frames were added
+}
+
+func (q *urgentQueue) push(fs []*frame.Frame) {
+	q.mu.Lock()
+	q.frames = append(q.frames, fs...)
+	q.n.Store(int32(len(q.frames)))
+	q.mu.Unlock()
+	wake(q.signal)
+}
+
+func (q *urgentQueue) take() []*frame.Frame {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	fs := q.frames
+	q.frames = nil
+	q.n.Store(0)
+	q.mu.Unlock()
+	return fs
 }
 
 // noteSubscription records the ack mode of a SUBSCRIBE before it is sent (its first
@@ -769,26 +819,47 @@ func (c *Conn) writeLoop() {
 		c.wrote.Store(true)
 		return true
 	}
+	// write encodes f, after WriteNow's frames: checking them before every
+	// queued frame keeps a WriteNow frame ahead of any frame queued after it.
+	write := func(f *frame.Frame) bool {
+		for _, u := range c.urgent.take() {
+			if err := enc.writeFrame(u); err != nil {
+				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+				return false
+			}
+		}
+		if f == nil {
+			return true
+		}
+		if err := enc.writeFrame(f); err != nil {
+			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			return false
+		}
+		return true
+	}
+	// burst writes whatever else is queued, then flushes: one syscall per burst.
+	burst := func() bool {
+		for w.Buffered() < 256<<10 {
+			select {
+			case f := <-c.out:
+				if !write(f) {
+					return false
+				}
+				continue
+			default:
+			}
+			break
+		}
+		return write(nil) && flush()
+	}
 	for {
 		select {
 		case f := <-c.out:
-			if err := enc.writeFrame(f); err != nil {
-				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			if !write(f) || !burst() {
 				return
 			}
-			// Write whatever else is queued before flushing: one syscall per burst.
-			for more := true; more && w.Buffered() < 256<<10; {
-				select {
-				case f := <-c.out:
-					if err := enc.writeFrame(f); err != nil {
-						c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if !flush() {
+		case <-c.urgent.signal:
+			if !write(nil) || !burst() {
 				return
 			}
 		case <-tick:

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -69,10 +70,25 @@ type BrokerConn struct {
 	tx    string // open transaction, "" if none
 	txSeq uint64
 
+	// Settlement coalescing, see Sync. smu is never held with mu.
+	smu        sync.Mutex
+	syncing    bool                         // a Sync's BEGIN awaits its receipt
+	heldAcks   []heldAck                    // cumulative ACKs held meanwhile, one per subscription
+	heldTokens []transport.Token            // Syncs asked for meanwhile
+	syncs      map[string][]transport.Token // a Sync's receipt id → the tokens it confirms
+	syncSeq    atomic.Uint64                // Sync transaction names (also used by the converter)
+
 	identity chan string // broker ids seen on the identity subscription
 	idOnce   sync.Once
 	brokerID string
 	idErr    error
+}
+
+// heldAck is the newest cumulative ACK of one subscription, held while a Sync
+// is on the wire.
+type heldAck struct {
+	sub string
+	ref ackRef
 }
 
 type subInfo struct {
@@ -93,6 +109,7 @@ func NewBrokerConn(c *Conn) *BrokerConn {
 		events:   make(chan transport.Event, 256),
 		subs:     make(map[string]subInfo),
 		identity: make(chan string, 1),
+		syncs:    make(map[string][]transport.Token),
 	}
 	go b.convert()
 	return b
@@ -135,6 +152,18 @@ func (b *BrokerConn) Err() error { return b.c.Err() }
 func (b *BrokerConn) convert() {
 	defer close(b.events)
 	for f := range b.c.Deliveries() {
+		if f.Command == frame.RECEIPT {
+			if toks := b.syncDone(f.Header.Get(frame.ReceiptId)); toks != nil {
+				for _, tok := range toks {
+					select {
+					case b.events <- transport.Event{Kind: transport.Confirmed, Token: tok}:
+					case <-b.c.Done():
+						return
+					}
+				}
+				continue
+			}
+		}
 		ev, ok := b.event(f)
 		if !ok {
 			continue
@@ -334,6 +363,13 @@ func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
 	b.mu.Lock()
 	delete(b.subs, id)
 	b.mu.Unlock()
+	// An ACK held for it (see Sync) goes first: after the UNSUBSCRIBE the
+	// broker would refuse it.
+	if a, ok := b.takeHeld(id); ok {
+		if err := b.c.Write(ctx, a.frame(frame.ACK)); err != nil {
+			return err
+		}
+	}
 	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
 }
 
@@ -436,7 +472,9 @@ func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
 }
 
 // Settle acknowledges (ACK) or releases (NACK) deliveries. A subscription in
-// ack mode "client" is acknowledged cumulatively: one ACK for the last.
+// ack mode "client" is acknowledged cumulatively: one ACK for the last. While a
+// Sync is on the wire that ACK is held, replacing an older one held for the
+// same subscription, and written when the Sync's receipt arrives (see Sync).
 func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Ref, outcome transport.Outcome) error {
 	if len(refs) == 0 {
 		return nil
@@ -449,7 +487,29 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 	individual := b.subs[sub].individual
 	b.mu.Unlock()
 	if !individual && cmd == frame.ACK {
-		refs = refs[len(refs)-1:]
+		a, ok := refs[len(refs)-1].(ackRef)
+		if !ok {
+			return fmt.Errorf("settling on %s: foreign delivery reference %T", b.c.URI(), refs[len(refs)-1])
+		}
+		b.smu.Lock()
+		if b.syncing {
+			b.holdAck(sub, a)
+			b.smu.Unlock()
+			return nil
+		}
+		b.smu.Unlock()
+		return b.c.Write(ctx, a.frame(cmd))
+	}
+	// Held cumulative ACKs go first, in order: in ack mode client a NACK
+	// covers the messages before it too.
+	b.smu.Lock()
+	held := b.heldAcks
+	b.heldAcks = nil
+	b.smu.Unlock()
+	for _, h := range held {
+		if err := b.c.Write(ctx, h.ref.frame(frame.ACK)); err != nil {
+			return err
+		}
 	}
 	for _, r := range refs {
 		a, ok := r.(ackRef)
@@ -463,22 +523,118 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 	return nil
 }
 
+// holdAck keeps a as sub's held cumulative ACK (b.smu held).
+func (b *BrokerConn) holdAck(sub string, a ackRef) {
+	for i := range b.heldAcks {
+		if b.heldAcks[i].sub == sub {
+			b.heldAcks[i].ref = a
+			return
+		}
+	}
+	b.heldAcks = append(b.heldAcks, heldAck{sub: sub, ref: a})
+}
+
+// takeHeld removes and returns the ACK held for sub, if any.
+func (b *BrokerConn) takeHeld(sub string) (ackRef, bool) {
+	b.smu.Lock()
+	defer b.smu.Unlock()
+	for i, h := range b.heldAcks {
+		if h.sub == sub {
+			b.heldAcks = append(b.heldAcks[:i], b.heldAcks[i+1:]...)
+			return h.ref, true
+		}
+	}
+	return ackRef{}, false
+}
+
 // Sync writes an empty transaction (BEGIN with a receipt, then ABORT): the broker
 // handles a connection's frames in order, so its receipt means everything before
 // was processed. (A receipt on an ACK itself would do, but ActiveMQ then syncs the
 // removal of every acknowledged persistent message to disk.)
+//
+// At most one Sync is on the wire, as in transport/openwire (whose Sync says
+// what an unbounded stream of ACK + Sync pairs did to ActiveMQ under load: its
+// transport thread stops reading while it waits to write to us, and the pairs
+// filled its receive buffer until the connection stood still). While a Sync
+// awaits its receipt, cumulative ACKs are merged, one per subscription, and
+// further Syncs wait; the receipt releases them as one ACK per subscription
+// and one Sync, written without waiting for room in the write queue
+// (Conn.WriteNow). Besides bounding what the broker may have left unread, this
+// cuts the frames per settled batch under load to about one ACK per
+// subscription per round trip.
 func (b *BrokerConn) Sync(ctx context.Context) (transport.Token, error) {
-	b.txSeq++
-	mark := "bn-sync-" + strconv.FormatUint(b.txSeq, 10)
-	tok, err := b.streamReceipt(ctx, frame.New(frame.BEGIN, frame.Transaction, mark))
-	if err != nil {
+	b.smu.Lock()
+	if b.syncing {
+		tok := transport.Token(b.c.seq.Add(1))
+		b.heldTokens = append(b.heldTokens, tok)
+		b.smu.Unlock()
+		return tok, nil
+	}
+	b.syncing = true
+	begin, abort, tok := b.syncPair()
+	b.syncs[begin.Header.Get(frame.Receipt)] = []transport.Token{tok}
+	b.smu.Unlock()
+	if err := b.c.Write(ctx, begin); err != nil {
 		return 0, err
 	}
-	return tok, b.c.Write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
+	return tok, b.c.Write(ctx, abort)
 }
 
-// Close disconnects gracefully.
-func (b *BrokerConn) Close(ctx context.Context) error { return b.c.Close(ctx) }
+// syncPair builds a Sync's BEGIN, with a stream receipt, and its ABORT; the
+// token is the receipt's number.
+func (b *BrokerConn) syncPair() (begin, abort *frame.Frame, tok transport.Token) {
+	mark := "bn-sync-" + strconv.FormatUint(b.syncSeq.Add(1), 10)
+	n := b.c.seq.Add(1)
+	begin = frame.New(frame.BEGIN, frame.Transaction, mark,
+		frame.Receipt, streamReceiptPrefix+strconv.FormatUint(n, 10))
+	return begin, frame.New(frame.ABORT, frame.Transaction, mark), transport.Token(n)
+}
+
+// syncDone is called by the converter for every RECEIPT: for a Sync's receipt
+// it releases what was held meanwhile (the ACKs, and one Sync for the held
+// tokens) and returns the tokens the receipt confirms; nil for other receipts.
+func (b *BrokerConn) syncDone(id string) []transport.Token {
+	b.smu.Lock()
+	defer b.smu.Unlock()
+	toks, ok := b.syncs[id]
+	if !ok {
+		return nil
+	}
+	delete(b.syncs, id)
+	fs := make([]*frame.Frame, 0, len(b.heldAcks)+2)
+	for _, h := range b.heldAcks {
+		fs = append(fs, h.ref.frame(frame.ACK))
+	}
+	b.heldAcks = nil
+	if len(b.heldTokens) == 0 {
+		b.syncing = false
+	} else {
+		begin, abort, _ := b.syncPair()
+		b.syncs[begin.Header.Get(frame.Receipt)] = b.heldTokens
+		b.heldTokens = nil
+		fs = append(fs, begin, abort)
+	}
+	if len(fs) > 0 {
+		// Under smu, so that frames the session writes after it saw the
+		// Sync finished follow these.
+		b.c.WriteNow(fs...)
+	}
+	return toks
+}
+
+// Close disconnects gracefully, after writing any ACKs held for a Sync.
+func (b *BrokerConn) Close(ctx context.Context) error {
+	b.smu.Lock()
+	held := b.heldAcks
+	b.heldAcks = nil
+	b.smu.Unlock()
+	for _, h := range held {
+		if err := b.c.Write(ctx, h.ref.frame(frame.ACK)); err != nil {
+			break // the connection is gone; the broker takes the messages back
+		}
+	}
+	return b.c.Close(ctx)
+}
 
 // Abort closes at once.
 func (b *BrokerConn) Abort() { b.c.Abort() }
