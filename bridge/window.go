@@ -127,7 +127,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 			// Sent alone once nothing else is in flight, so that a refusal is
 			// pinned on it.
 			s.isolating = true
-			s.backlog = append([]transport.Event{ev}, s.backlog...)
+			s.backlog.pushFront(ev)
 			return nil
 		}
 		taken()

@@ -639,14 +639,19 @@ func (b *BrokerConn) Close(ctx context.Context) error {
 // Abort closes at once.
 func (b *BrokerConn) Abort() { b.c.Abort() }
 
-// Headers of a MESSAGE frame that belong to the delivery, not to the message,
-// or that map to Message fields.
-var deliveryHeaders = map[string]bool{
-	frame.Subscription: true, frame.MessageId: true, frame.Ack: true,
-	frame.Destination: true, frame.ContentLength: true, frame.ContentType: true,
-	frame.Receipt: true, frame.Transaction: true, "redelivered": true,
-	"persistent": true, "priority": true, "expires": true, "timestamp": true,
-	"correlation-id": true, "reply-to": true, "type": true,
+// deliveryHeader reports whether a MESSAGE frame's header belongs to the
+// delivery, not to the message, or maps to a Message field. (A switch: this
+// runs for every header of every message, and beats a map lookup.)
+func deliveryHeader(k string) bool {
+	switch k {
+	case frame.Subscription, frame.MessageId, frame.Ack,
+		frame.Destination, frame.ContentLength, frame.ContentType,
+		frame.Receipt, frame.Transaction, "redelivered",
+		"persistent", "priority", "expires", "timestamp",
+		"correlation-id", "reply-to", "type":
+		return true
+	}
+	return false
 }
 
 // MessageOf maps a MESSAGE frame to a transport.Message (see the README's header
@@ -685,7 +690,7 @@ func MessageOf(f *frame.Frame) *transport.Message {
 	}
 	for i := 0; i < n; i++ {
 		k, v := h.GetAt(i)
-		if deliveryHeaders[k] {
+		if deliveryHeader(k) {
 			continue
 		}
 		if seen != nil {
@@ -710,10 +715,13 @@ func hasProp(ps []transport.Property, name string) bool {
 	return false
 }
 
+// kvPool holds SendFrame's scratch header lists.
+var kvPool = sync.Pool{New: func() any { s := make([]string, 0, 64); return &s }}
+
 // SendFrame maps m to a SEND frame inside transaction tx ("" for none).
 func SendFrame(m *transport.Message, tx string) *frame.Frame {
-	kv := make([]string, 0, 2*(len(m.Props)+10))
-	kv = append(kv, frame.Destination, m.Destination.StompPath())
+	kvp := kvPool.Get().(*[]string)
+	kv := append((*kvp)[:0], frame.Destination, m.Destination.StompPath())
 	if tx != "" {
 		kv = append(kv, frame.Transaction, tx)
 	}
@@ -747,13 +755,18 @@ func SendFrame(m *transport.Message, tx string) *frame.Frame {
 		kv = append(kv, "type", m.Type)
 	}
 	for _, p := range m.Props {
-		if deliveryHeaders[p.Name] {
+		if deliveryHeader(p.Name) {
 			continue
 		}
 		kv = append(kv, p.Name, PropText(p.Value))
 	}
-	// frame.Header has no way to take a slice as it is; NewHeader copies it once.
-	return &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(kv...), Body: m.Body}
+	// frame.Header has no way to take a slice as it is; NewHeader copies it
+	// once, exactly sized, so the scratch slice goes back to the pool.
+	f := &frame.Frame{Command: frame.SEND, Header: frame.NewHeader(kv...), Body: m.Body}
+	clear(kv)
+	*kvp = kv
+	kvPool.Put(kvp)
+	return f
 }
 
 // PropText renders a property value as STOMP carries it: text.
