@@ -153,14 +153,15 @@ func bridgeCPU(t *testing.T, transport string) {
 		fmt.Sscan(string(s), &load[0], &load[1], &load[2])
 	}
 	n := *flagCPUN
-	c0 := cpu()
+	c0, a0, b0 := cpu(), ProcCPU(a.Pid()), ProcCPU(b.Pid())
 	wall := run(Full, n)
-	c1 := cpu()
+	c1, a1, b1 := cpu(), ProcCPU(a.Pid()), ProcCPU(b.Pid())
 	stop()
 	r := m.Result(Full)
 	if *flagCPUProfile == "" {
-		t.Logf("%s bridge: %.1f µs CPU per message (%d messages, %s CPU, %.0f msg/s, lost %d, dup %d; load average %.2f %.2f %.2f, %d cores)",
-			transport, float64(c1-c0)/1e3/float64(n), n, c1-c0, float64(n)/wall.Seconds(), r.Lost, r.Dups, load[0], load[1], load[2], runtime.NumCPU())
+		t.Logf("%s bridge: %.1f µs CPU per message (%d messages, %s CPU, %.0f msg/s, lost %d, dup %d; brokers A %.1f B %.1f µs/msg; load average %.2f %.2f %.2f, %d cores)",
+			transport, usPerMsg(c1-c0, n), n, c1-c0, float64(n)/wall.Seconds(), r.Lost, r.Dups,
+			usPerMsg(a1-a0, n), usPerMsg(b1-b0, n), load[0], load[1], load[2], runtime.NumCPU())
 	} else {
 		t.Logf("%s: %d messages, %.0f msg/s (load average %.2f)", transport, n, float64(n)/wall.Seconds(), load[0])
 	}

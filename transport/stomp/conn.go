@@ -185,6 +185,7 @@ type Conn struct {
 	urgent     urgentQueue // frames written by WriteNow, ahead of out
 	inbox      *inbox      // MESSAGE frames read, not yet handed to deliveries
 	deliveries chan *frame.Frame
+	pumpOnce   sync.Once // starts pump on the first call of Deliveries
 	done       chan struct{}
 	failOnce   sync.Once
 	err        error // set before done is closed
@@ -246,7 +247,6 @@ func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, er
 	}
 	c.inbox = newInbox(opts.AutoAckQueue)
 	go c.readLoop(dec)
-	go c.pump()
 	go c.writeLoop()
 	return c, nil
 }
@@ -365,7 +365,16 @@ func (c *Conn) Err() error {
 // Deliveries carries the MESSAGE frames of every subscription, and the RECEIPT
 // frames of WriteStreamReceipt, in the order the broker sent them. It is closed
 // after the connection ended.
-func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
+// A connection is read either through Deliveries or through next, never both.
+func (c *Conn) Deliveries() <-chan *frame.Frame {
+	c.pumpOnce.Do(func() { go c.pump() })
+	return c.deliveries
+}
+
+// next returns the next frame Deliveries would carry, waiting for it; false
+// once the connection ended. BrokerConn reads this way, which spares every
+// message a hand-over between goroutines (pump) on its way to the bridge.
+func (c *Conn) next() (*frame.Frame, bool) { return c.inbox.pop(c.done) }
 
 // Write queues f for sending. It blocks only while the write queue is full.
 func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {

@@ -151,7 +151,11 @@ func (b *BrokerConn) Err() error { return b.c.Err() }
 // convert turns the connection's frames into events, in order.
 func (b *BrokerConn) convert() {
 	defer close(b.events)
-	for f := range b.c.Deliveries() {
+	for {
+		f, ok := b.c.next()
+		if !ok {
+			return
+		}
 		if f.Command == frame.RECEIPT {
 			if toks := b.syncDone(f.Header.Get(frame.ReceiptId)); toks != nil {
 				for _, tok := range toks {
