@@ -1,11 +1,13 @@
 // Package amqp is the AMQP 1.0 transport: a transport.Conn over
 // github.com/Azure/go-amqp, shaped by what RabbitMQ 3.10's AMQP 1.0 plugin does.
 //
-// One AMQP connection carries a session for the receiver links of the
-// subscriptions (with Sync's ping) and one for the sender links, one per
-// destination sent to. RabbitMQ 3.10 ends a session when it refuses an
-// attach on it: queue sources are probed on a throwaway session first, and
-// the senders' session is replaced after a refusal. RabbitMQ 3.10 backs an
+// One AMQP connection carries a session per subscription (its receiver link
+// and Sync's ping sender) and one for the sender links, one per destination
+// sent to. A session per subscription because RabbitMQ 3.10 keeps what a
+// detached link had been sent, unacknowledged, on the session's channel until
+// the session ends, and ends a session when it refuses an attach on it: ending
+// a subscription's session gives all of it back and touches no other. The
+// senders' session is replaced after a refusal. RabbitMQ 3.10 backs an
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
 // that channel (rabbit_amqp1_0_session_process); Sync relies on that.
@@ -75,8 +77,7 @@ type Conn struct {
 	syncing []transport.Token // Sync tokens not yet taken by syncLoop
 	syncSig chan struct{}     // capacity 1: syncing is not empty
 
-	recv   *recvSession // the receivers' session (see probe)
-	pingMu sync.Mutex   // serialises roundTrip; never held with mu
+	pingMu sync.Mutex // serialises roundTrip; never held with mu
 
 	// Owned by the caller's goroutine (Send, Commit). Sender links live on a
 	// session of their own, sendSess, replaced after a refused attach.
@@ -104,25 +105,18 @@ type subscription struct {
 	// unsettled are the deliveries handed out as events and not yet settled
 	// (guarded by Conn.mu); Unsubscribe releases them.
 	unsettled map[*amqp.Message]struct{}
-}
-
-// recvSession is the session for receiver links with its Sync ping sender.
-type recvSession struct {
-	sess *amqp.Session
-	ping *amqp.Sender
-}
-
-// newRecvSession opens a receivers' session and its ping sender.
-func newRecvSession(ctx context.Context, ac *amqp.Conn) (*recvSession, error) {
-	sess, err := ac.NewSession(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	ping, err := sess.NewSender(ctx, syncAddress, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &recvSession{sess: sess, ping: ping}, nil
+	// stop ends the pump's wait for deliveries; pumped is closed when the
+	// pump has returned (or was never started), so that what the link still
+	// buffers can be taken and released by one goroutine.
+	stop   context.CancelFunc
+	life   context.Context
+	pumped chan struct{}
+	// sess is the subscription's own session and ping Sync's sender on it
+	// (set with rcv); dirty says a disposition was written on it since the
+	// last round trip (guarded by Conn.mu).
+	sess  *amqp.Session
+	ping  *amqp.Sender
+	dirty bool
 }
 
 // delivery is the Ref of a Delivery event.
@@ -188,11 +182,7 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", u, err)
 	}
-	rs, err := newRecvSession(ctx, ac)
-	var sendSess *amqp.Session
-	if err == nil {
-		sendSess, err = ac.NewSession(ctx, nil)
-	}
+	sendSess, err := ac.NewSession(ctx, nil)
 	if err != nil {
 		ac.Close()
 		return nil, fmt.Errorf("opening sessions on %s: %w", u, err)
@@ -200,7 +190,6 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	c := &Conn{
 		uri:      u,
 		conn:     ac,
-		recv:     rs,
 		sendSess: sendSess,
 		q:        newEventQueue(),
 		events:   make(chan transport.Event),
@@ -356,8 +345,8 @@ func (c *Conn) OwnConsumer(string) bool { return false }
 // default): RabbitMQ 3.10 refuses rcv-settle-mode second on its outgoing links.
 //
 // A refused attach (e.g. a queue that exists with other arguments, or another
-// connection's exclusive queue) is Refused; it is found on a probe session,
-// so the other subscriptions live on (see probe).
+// connection's exclusive queue) is Refused; RabbitMQ ends the session with
+// it, which is the subscription's own, so the other subscriptions live on.
 //
 // RabbitMQ 3.10 has no selectors and no consumer priority over AMQP 1.0 (its
 // outgoing link passes only a stream offset as consumer argument): a selector
@@ -379,7 +368,9 @@ func (c *Conn) Subscribe(ctx context.Context, sub transport.Subscription) (trans
 		return 0, fmt.Errorf("subscription %s: %w", sub.ID, err)
 	}
 	credit := min(max(sub.Prefetch, 1), maxCredit)
-	s := &subscription{id: sub.ID, dest: sub.Destination, unsettled: map[*amqp.Message]struct{}{}}
+	s := &subscription{id: sub.ID, dest: sub.Destination, unsettled: map[*amqp.Message]struct{}{},
+		pumped: make(chan struct{})}
+	s.life, s.stop = context.WithCancel(c.life)
 	c.mu.Lock()
 	if _, dup := c.subs[sub.ID]; dup {
 		c.mu.Unlock()
@@ -403,15 +394,23 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 	if s.dest.Kind == destination.Queue {
 		opts.SourceDurability = amqp.DurabilityUnsettledState // see durableTerminus
 	}
-	var rcv *amqp.Receiver
-	err := c.probe(ctx, s.dest, addr, opts)
+	var (
+		rcv  *amqp.Receiver
+		ping *amqp.Sender
+	)
+	sess, err := c.conn.NewSession(ctx, nil)
 	if err == nil {
-		rcv, err = c.currentRecv().sess.NewReceiver(ctx, addr, opts)
-	}
-	if err == nil {
-		err = rcv.IssueCredit(credit)
+		rcv, err = sess.NewReceiver(ctx, addr, opts)
+		if err == nil {
+			ping, err = sess.NewSender(ctx, syncAddress, nil)
+		}
+		if err != nil {
+			go c.endSession(sess)
+		}
 	}
 	if err != nil {
+		s.stop()
+		close(s.pumped)
 		c.mu.Lock()
 		if c.subs[s.id] == s {
 			delete(c.subs, s.id)
@@ -424,55 +423,35 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 		return
 	}
 	c.mu.Lock()
-	s.rcv = rcv
+	s.rcv, s.sess, s.ping = rcv, sess, ping
 	closing := s.closing
 	c.mu.Unlock()
 	// Confirmed is queued before the pump starts, so it precedes the deliveries.
 	c.q.push(transport.Event{Kind: transport.Confirmed, Token: tok})
 	if closing {
-		// Unsubscribed while attaching: nothing was handed out yet.
-		go func() {
-			ctx, cancel := context.WithTimeout(c.life, linkTimeout)
-			defer cancel()
-			_ = rcv.Close(ctx)
-		}()
+		// Unsubscribed while attaching: the link never had credit, so nothing
+		// was delivered on it.
+		close(s.pumped)
+		go c.endSession(sess)
+		return
+	}
+	// Credit only now: a link given credit before Unsubscribe could see it
+	// would take deliveries that nobody releases.
+	if err := rcv.IssueCredit(credit); err != nil {
+		close(s.pumped)
+		c.fail(fmt.Errorf("subscription %s to %s: issuing credit: %w", s.id, s.dest, err))
+		go c.conn.Close()
 		return
 	}
 	go c.pump(s, rcv)
 }
 
-func (c *Conn) currentRecv() *recvSession { return c.recv }
-
-// probe attaches a queue source first on a session of its own, ended
-// afterwards: RabbitMQ 3.10 ends the session of an attach it refuses (a queue
-// that exists with other arguments, another connection's exclusive queue),
-// which would take every other subscription with it. Topic sources are not
-// probed: amq.topic always exists, and a probe would flash a binding that
-// demand sources watch.
-func (c *Conn) probe(ctx context.Context, d destination.Destination, addr string, opts *amqp.ReceiverOptions) error {
-	if d.Kind != destination.Queue {
-		return nil
-	}
-	ps, err := c.conn.NewSession(ctx, nil)
-	if err != nil {
-		return err
-	}
-	po := *opts
-	po.Name += "-probe"
-	_, err = ps.NewReceiver(ctx, addr, &po) // credit 0: nothing is delivered
-	go func() {
-		ctx, cancel := context.WithTimeout(c.life, linkTimeout)
-		defer cancel()
-		_ = ps.Close(ctx)
-	}()
-	return err
-}
-
 // pump moves s's deliveries, in link order, into the event stream.
 func (c *Conn) pump(s *subscription, rcv *amqp.Receiver) {
+	defer close(s.pumped)
 	rabbit := c.info.Flavour == transport.RabbitMQ
 	for {
-		msg, err := rcv.Receive(c.life, nil)
+		msg, err := rcv.Receive(s.life, nil)
 		if err != nil {
 			c.mu.Lock()
 			closing := s.closing
@@ -507,10 +486,15 @@ func (c *Conn) pump(s *subscription, rcv *amqp.Receiver) {
 	}
 }
 
-// Unsubscribe releases the subscription's unsettled deliveries and detaches
-// its link. The release is explicit because RabbitMQ 3.10 cancels an AMQP 1.0
-// consumer with basic.cancel, which leaves its unacknowledged deliveries held
-// by the channel until the whole session ends.
+// Unsubscribe releases the subscription's unsettled deliveries and ends its
+// session. Ending the session, not only detaching the link, is what gives
+// back what the link was sent and nobody took yet: RabbitMQ 3.10 cancels a
+// detached AMQP 1.0 link's consumer with basic.cancel, which leaves its
+// unacknowledged deliveries held by the session's channel until the session
+// ends (measured: a queue's messages prefetched by a link detached that way
+// reached no other consumer while the connection lived). Draining the link's
+// credit first is no way out: 3.10's session process crashes on it
+// (function_clause on send_drained in rabbit_classic_queue, measured).
 func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	c.mu.Lock()
 	s, ok := c.subs[id]
@@ -527,23 +511,32 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	}
 	clear(s.unsettled)
 	c.mu.Unlock()
+	s.stop()
 	if rcv == nil {
-		return nil // attach will see closing and detach
+		return nil // attach will see closing and end the session
 	}
 	for _, m := range held {
 		if err := rcv.ReleaseMessage(ctx, m); err != nil {
 			return c.classify("unsubscribing "+id, err)
 		}
 	}
-	// RabbitMQ 3.10 cancels the consumer on our detach but answers without
-	// closed=true, so go-amqp's Close would wait forever: detach in the
-	// background, bounded, and let the link's goroutine go with the connection.
 	go func() {
-		ctx, cancel := context.WithTimeout(c.life, linkTimeout)
-		defer cancel()
-		_ = rcv.Close(ctx)
+		select {
+		case <-s.pumped:
+		case <-c.done:
+			return
+		}
+		c.endSession(s.sess)
 	}()
 	return nil
+}
+
+// endSession ends sess, bounded; the broker takes back what was delivered on
+// it and not settled.
+func (c *Conn) endSession(sess *amqp.Session) {
+	ctx, cancel := context.WithTimeout(c.life, linkTimeout)
+	defer cancel()
+	_ = sess.Close(ctx)
 }
 
 // DestroyDurable is unsupported: durable subscriptions are refused over AMQP 1.0.
@@ -600,6 +593,7 @@ func (c *Conn) Settle(ctx context.Context, sub string, refs []transport.Ref, out
 		}
 		c.mu.Lock()
 		delete(s.unsettled, d.msg)
+		s.dirty = true
 		c.mu.Unlock()
 		settled++
 	}
@@ -769,12 +763,12 @@ func rejectErr(e *amqp.Error) error {
 	return fmt.Errorf("rejected by the broker: %w", e)
 }
 
-// Sync returns a token confirmed once RabbitMQ has processed every frame
-// written on this session before it, in particular every disposition of
-// earlier Settles. AMQP 1.0 gives a settled disposition no answer, so Sync
+// Sync returns a token confirmed once RabbitMQ has processed every
+// disposition of earlier Settles. AMQP 1.0 gives a settled disposition no answer, so Sync
 // makes a round trip through the same session instead: it sends one unsettled
 // empty message to amq.direct with a routing key nothing is bound to, and
-// waits for its outcome. RabbitMQ 3.10 handles a session's frames in order in
+// waits for its outcome, on each subscription's session that settled
+// something since the last round trip. RabbitMQ 3.10 handles a session's frames in order in
 // one process, settling each disposition with a synchronous call to the
 // session's channel (basic.ack / basic.reject, rabbit_amqp1_0_session_process)
 // and publishing each transfer on that same channel in confirm mode; so the
@@ -829,25 +823,50 @@ func (c *Conn) syncLoop() {
 	}
 }
 
-// roundTrip sends Sync's ping on the receivers' session and waits for its
-// outcome. It is called by syncLoop, and by Close.
+// roundTrip sends Sync's ping on the session of every subscription that
+// settled something since the last round trip, and waits for their outcomes.
+// A subscription closed meanwhile needs none: its session's end comes after
+// its dispositions. It is called by syncLoop, and by Close.
 func (c *Conn) roundTrip(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, linkTimeout)
 	defer cancel()
 	c.pingMu.Lock()
 	defer c.pingMu.Unlock()
-	rc, err := c.recv.ping.SendWithReceipt(ctx, &amqp.Message{Value: ""}, nil)
-	if err != nil {
-		return err
+	c.mu.Lock()
+	var dirty []*subscription
+	for _, s := range c.subs {
+		if s.dirty && s.ping != nil {
+			s.dirty = false
+			dirty = append(dirty, s)
+		}
 	}
-	st, err := rc.Wait(ctx)
-	if err != nil {
-		return err
+	c.mu.Unlock()
+	receipts := make([]amqp.SendReceipt, len(dirty))
+	errs := make([]error, len(dirty))
+	for i, s := range dirty {
+		receipts[i], errs[i] = s.ping.SendWithReceipt(ctx, &amqp.Message{Value: ""}, nil)
 	}
-	if _, ok := st.(*amqp.StateAccepted); !ok {
-		return fmt.Errorf("sync ping to %s: outcome %T", syncAddress, st)
+	for i, s := range dirty {
+		if errs[i] == nil {
+			var st amqp.DeliveryState
+			if st, errs[i] = receipts[i].Wait(ctx); errs[i] == nil {
+				if _, ok := st.(*amqp.StateAccepted); !ok {
+					errs[i] = fmt.Errorf("sync ping to %s: outcome %T", syncAddress, st)
+				}
+			}
+		}
+		if errs[i] != nil && !c.unsubscribed(s) {
+			return fmt.Errorf("subscription %s: %w", s.id, errs[i])
+		}
 	}
 	return nil
+}
+
+// unsubscribed reports whether s was closed.
+func (c *Conn) unsubscribed(s *subscription) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.closing
 }
 
 // Close makes a round trip (so the broker processed everything written

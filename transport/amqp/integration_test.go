@@ -583,7 +583,11 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// A non-durable terminus makes RabbitMQ 3.10 declare the queue exclusive.
-	if _, err := owner.currentRecv().sess.NewReceiver(ctx, "/queue/amqp.exclusive", &goamqp.ReceiverOptions{Credit: -1}); err != nil {
+	sess, err := owner.conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.NewReceiver(ctx, "/queue/amqp.exclusive", &goamqp.ReceiverOptions{Credit: -1}); err != nil {
 		t.Fatal(err)
 	}
 	c := dial(t, r.AMQPURI())
@@ -629,5 +633,76 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 	}
 	if n, err := queueDepth(t, r, "amqp.open"); err != nil || n != 0 {
 		t.Fatalf("amqp.open holds %d (%v) after Sync, want 0", n, err)
+	}
+}
+
+// TestUnsubscribeReleasesPrefetched: a subscription closed while its link
+// holds deliveries nobody took yet (closed while attaching, or right after)
+// gives them all back, on the same connection. Before, RabbitMQ 3.10 kept
+// them unacknowledged on the receivers' session until the connection ended:
+// a second subscription to the queue on the same connection got none.
+func TestUnsubscribeReleasesPrefetched(t *testing.T) {
+	r := sharedRabbit(t)
+	c := dial(t, r.AMQPURI())
+	ctx := context.Background()
+	const n = 50
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(r.LogTail(120))
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		wait bool // for the subscription's confirmation before unsubscribing
+	}{{"while attaching", false}, {"once attached", true}} {
+		t.Log(tc.name)
+		q := queue("amqp.unsub.prefetched." + strings.ReplaceAll(tc.name, " ", "-"))
+		for i := 0; i < n; i++ {
+			if err := c.Send(ctx, textMsg(q, strconv.Itoa(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tok, _ := c.Commit(ctx)
+		waitToken(t, c, tok)
+		first := "p1-" + strconv.FormatBool(tc.wait)
+		sub, err := c.Subscribe(ctx, transport.Subscription{ID: first, Destination: q, Prefetch: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.wait {
+			waitToken(t, c, sub)
+		}
+		if err := c.Unsubscribe(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		second := "p2-" + strconv.FormatBool(tc.wait)
+		sub2, err := c.Subscribe(ctx, transport.Subscription{ID: second, Destination: q, Prefetch: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		deadline := time.After(30 * time.Second)
+		for len(seen) < n {
+			select {
+			case ev, ok := <-c.Events():
+				if !ok {
+					t.Fatalf("%s: events closed: %v\n%s", tc.name, c.Err(), r.LogTail(40))
+				}
+				if ev.Token == sub2 && ev.Kind == transport.Refused {
+					t.Fatalf("%s: %v", tc.name, ev.Err)
+				}
+				if ev.Kind == transport.Delivery && ev.Sub == second {
+					seen[string(ev.Msg.Body)] = true
+					if err := c.Settle(ctx, second, []transport.Ref{ev.Ref}, transport.Accepted); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case <-deadline:
+				t.Fatalf("%s: the second subscription got %d of %d", tc.name, len(seen), n)
+			}
+		}
+		if err := c.Unsubscribe(ctx, second); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
