@@ -256,6 +256,7 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 type queue struct {
 	mu     sync.Mutex
 	items  []transport.Event
+	spare  []transport.Event // the array pump last emptied, for items to reuse
 	signal chan struct{}
 	out    chan transport.Event
 }
@@ -281,7 +282,7 @@ func (q *queue) pump(done <-chan struct{}) {
 	for {
 		q.mu.Lock()
 		items := q.items
-		q.items = nil
+		q.items, q.spare = q.spare[:0], nil
 		q.mu.Unlock()
 		for _, ev := range items {
 			select {
@@ -296,6 +297,13 @@ func (q *queue) pump(done <-chan struct{}) {
 			}
 		}
 		if len(items) > 0 {
+			// Two arrays take turns instead of a new one per batch.
+			clear(items)
+			q.mu.Lock()
+			if cap(items) <= 4096 {
+				q.spare = items[:0]
+			}
+			q.mu.Unlock()
 			continue
 		}
 		select {
