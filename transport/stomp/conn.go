@@ -577,9 +577,17 @@ func (c *Conn) readLoop(dec *decoder) {
 		// With the broker honouring our request that is 1.5 × the URI's heartBeat.
 		timeout = 3 * c.expectEvery
 	}
+	var deadline time.Time
 	for {
 		if timeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(timeout))
+			// Moving the deadline costs more than reading a small frame, so
+			// it moves at most every timeout/8: a silent connection is then
+			// noticed between 7/8 and 8/8 of timeout after its last frame,
+			// still beyond the two broker intervals a live one may leave.
+			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
+				deadline = now.Add(timeout)
+				c.nc.SetReadDeadline(deadline)
+			}
 		}
 		f, err := dec.readFrame()
 		if err == errHeartBeat {
