@@ -483,9 +483,16 @@ const streamReceiptPrefix = "s"
 // the broker sent before it, so a confirmation never overtakes the deliveries
 // that preceded it on the wire.
 func (c *Conn) WriteStreamReceipt(ctx context.Context, f *frame.Frame) (string, error) {
-	id := streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
+	id := c.StreamReceiptID()
 	f.Header.Set(frame.Receipt, id)
 	return id, c.Write(ctx, f)
+}
+
+// StreamReceiptID reserves the id of a receipt delivered in the stream, for a
+// caller that must note it before the frame carrying it is written (the
+// RECEIPT may arrive before Write returns).
+func (c *Conn) StreamReceiptID() string {
+	return streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
 }
 
 // Request writes f with a receipt and waits for it.

@@ -62,10 +62,11 @@ type BrokerConn struct {
 	c      *Conn
 	events chan transport.Event
 
-	// mu guards subs and tx, used by the session goroutine and read by the
-	// converter goroutine.
-	mu   sync.Mutex
-	subs map[string]subInfo
+	// mu guards subs and rabbit, used by the session goroutine and read by
+	// the converter goroutine.
+	mu     sync.Mutex
+	subs   map[string]subInfo
+	rabbit rabbitBatches // batches confirmed by SEND receipts (RabbitMQ)
 
 	tx    string // open transaction, "" if none
 	txSeq uint64
@@ -135,7 +136,7 @@ func (b *BrokerConn) Info() transport.Info {
 		Flavour:      f,
 		ConnectionID: b.c.Session(),
 		Selectors:    f == transport.ActiveMQ || f == transport.Artemis,
-		Transactions: true,
+		Transactions: !b.confirmsBySend(),
 	}
 }
 
@@ -187,7 +188,15 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		if err != nil {
 			return transport.Event{}, false
 		}
-		return transport.Event{Kind: transport.Confirmed, Token: transport.Token(n)}, true
+		tok := transport.Token(n)
+		b.mu.Lock()
+		done, complete, known := b.rabbit.receipt(tok)
+		b.mu.Unlock()
+		if known {
+			// Part of a batch sent to RabbitMQ: only its last receipt confirms it.
+			return transport.Event{Kind: transport.Confirmed, Token: done}, complete
+		}
+		return transport.Event{Kind: transport.Confirmed, Token: tok}, true
 	}
 	sub := f.Header.Get(frame.Subscription)
 	if sub == identitySub {
@@ -441,7 +450,8 @@ func (b *BrokerConn) OwnConsumer(consumerID string) bool {
 	return s != "" && len(consumerID) > len(s) && strings.HasPrefix(consumerID, s) && consumerID[len(s)] == ':'
 }
 
-// Send writes m inside the open transaction, beginning one if needed.
+// Send writes m inside the open transaction, beginning one if needed. To
+// RabbitMQ it writes m outside any transaction, with a receipt (confirm.go).
 //
 // To ActiveMQ a non-persistent message goes outside the transaction: the
 // broker dispatches it as soon as it arrives instead of at the COMMIT, which
@@ -455,6 +465,13 @@ func (b *BrokerConn) OwnConsumer(consumerID string) bool {
 // non-persistent messages undefined (JMS 1.1, 4.4.10.2), so sending them by
 // two routes reorders nothing it promises.
 func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
+	if b.confirmsBySend() {
+		f := SendFrame(m, "")
+		if err := toRabbit(m, f); err != nil {
+			return fmt.Errorf("sending on %s: %w", b.c.URI(), err)
+		}
+		return b.sendConfirmed(ctx, f)
+	}
 	tx := ""
 	if m.Persistent || b.c.Flavour() != ActiveMQ {
 		if b.tx == "" {
@@ -466,18 +483,16 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 		}
 		tx = b.tx
 	}
-	f := SendFrame(m, tx)
-	if b.c.Flavour() == RabbitMQ {
-		if err := toRabbit(m, f); err != nil {
-			return fmt.Errorf("sending on %s: %w", b.c.URI(), err)
-		}
-	}
-	return b.c.Write(ctx, f)
+	return b.c.Write(ctx, SendFrame(m, tx))
 }
 
 // Commit commits the open transaction with a receipt. A commit with nothing
-// sent is confirmed at once (an empty transaction).
+// sent is confirmed at once (an empty transaction). To RabbitMQ the batch is
+// confirmed by its SENDs' receipts instead (confirm.go).
 func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
+	if b.confirmsBySend() {
+		return b.commitConfirmed(ctx)
+	}
 	if b.tx == "" {
 		b.txSeq++
 		tx := "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
