@@ -2,6 +2,8 @@ package stomp
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +164,58 @@ func TestHeldAckGoesBeforeUnsubscribe(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("frames %q, want %q", got, want)
+		}
+	}
+}
+
+// TestWriteNowGoesAheadOfLaterWrites: a frame given to WriteNow is on the wire
+// before any frame Write queues after WriteNow returned, even while the writer
+// is busy with a queue of earlier frames.
+func TestWriteNowGoesAheadOfLaterWrites(t *testing.T) {
+	got := make(chan string, 10000)
+	b := newFakeBroker(t, "", func(f *frame.Frame, w *brokerWriter) {
+		got <- f.Command + " " + f.Header.Get(frame.Id)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, b.uri(t, "?heartBeat=0"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	const rounds = 500
+	for i := 0; i < rounds; i++ {
+		id := strconv.Itoa(i)
+		for j := 0; j < 3; j++ {
+			if err := c.Write(ctx, frame.New(frame.ACK, frame.Id, id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.WriteNow(frame.New(frame.NACK, frame.Id, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every NACK i must come before the ACKs of round i+1.
+	nacked := -1
+	for n := 0; n < 4*rounds; n++ {
+		var s string
+		select {
+		case s = <-got:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d frames arrived", n, 4*rounds)
+		}
+		cmd, id, _ := strings.Cut(s, " ")
+		i, _ := strconv.Atoi(id)
+		switch cmd {
+		case frame.NACK:
+			if i != nacked+1 {
+				t.Fatalf("NACK %d after NACK %d", i, nacked)
+			}
+			nacked = i
+		case frame.ACK:
+			if i > nacked+1 {
+				t.Fatalf("ACK of round %d before the NACK of round %d", i, i-1)
+			}
 		}
 	}
 }
