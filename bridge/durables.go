@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -54,8 +54,8 @@ func ledgerQueue(clientID string) destination.Destination {
 // permits a "brokernet." destination.
 func ledgerHops(remoteID string) []transport.Property {
 	return []transport.Property{
-		{Name: advisory.PathHeader, Value: advisory.FormatPath([]string{remoteID})},
-		{Name: advisory.HopsHeader, Value: "1000000"},
+		{Name: hop.PathHeader, Value: hop.FormatPath([]string{remoteID})},
+		{Name: hop.HopsHeader, Value: "1000000"},
 	}
 }
 
@@ -77,7 +77,7 @@ type ledgerEntry struct {
 // the demand table does.
 func durableKeyOf(rd demand.RemoteDurable) string {
 	c := rd.Consumer
-	return c.ClientID + "\x00" + c.SubscriptionName + "\x00" + advisory.FormatPath(c.Path)
+	return c.ClientID + "\x00" + c.SubscriptionName + "\x00" + hop.FormatPath(c.Path)
 }
 
 // ledgerMarkerProp marks the message a loading session sends itself to know it

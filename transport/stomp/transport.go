@@ -15,7 +15,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -39,7 +38,7 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 }
 
 // Backoff is the reconnect policy of u.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // Subscription ids of the advisory subscriptions a BrokerConn makes.
 const (
@@ -96,6 +95,7 @@ type subInfo struct {
 	individual  bool
 	advisory    bool
 	destAdvisor bool // destination advisories
+	browser     bool // a queue browser (Browse)
 }
 
 // RabbitMQ shows the bridge's own consumers in its events; brokernet's naming
@@ -231,6 +231,9 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 				Err: fmt.Errorf("%w (body %s)", err, advisory.Trim(f.Body, 300))}, true
 		}
 		return transport.Event{Kind: transport.Consumer, Consumer: ev}, true
+	}
+	if info.browser && f.Header.Get(browserHeader) == "end" {
+		return transport.Event{Kind: transport.BrowseDone, Sub: sub}, true
 	}
 	ref := ackRef{sub: sub}
 	if id, ok := f.Header.Contains(frame.Ack); ok {
@@ -386,6 +389,31 @@ func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
 	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
 }
 
+// browserHeader asks ActiveMQ for a queue browser on SUBSCRIBE; on a MESSAGE
+// its value "end" marks the end of the browse (ActiveMQ's STOMP
+// ProtocolConverter and StompSubscription, since 5.6).
+const browserHeader = "browser"
+
+// Browse opens an ActiveMQ queue browser: SUBSCRIBE with browser:true, ack
+// auto (a browser takes nothing, so there is nothing to settle).
+func (b *BrokerConn) Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error {
+	if b.c.Flavour() != ActiveMQ {
+		return fmt.Errorf("browsing %s on %s: %w", queue, b.c.Server(), transport.ErrUnsupported)
+	}
+	if queue.Kind != destination.Queue {
+		return fmt.Errorf("browsing %s: only queues can be browsed", queue)
+	}
+	f := frame.New(frame.SUBSCRIBE, frame.Id, id, frame.Destination, queue.StompPath(),
+		frame.Ack, "auto", browserHeader, "true", "activemq.prefetchSize", strconv.Itoa(max))
+	if selector != "" {
+		f.Header.Add("selector", selector)
+	}
+	b.mu.Lock()
+	b.subs[id] = subInfo{browser: true}
+	b.mu.Unlock()
+	return b.c.Write(ctx, f)
+}
+
 // DestroyDurable removes a durable subscription (ActiveMQ: UNSUBSCRIBE carrying
 // activemq.subscriptionName, on a connection with the subscription's client-id).
 func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscription) error {
@@ -423,6 +451,7 @@ func (b *BrokerConn) WatchConsumers(ctx context.Context) error {
 }
 
 var _ transport.DestinationWatcher = (*BrokerConn)(nil)
+var _ transport.QueueBrowser = (*BrokerConn)(nil)
 
 // WatchDestinations subscribes to ActiveMQ's queue and topic destination
 // advisories, which the broker replays for every existing destination first.
