@@ -145,7 +145,7 @@ var combinations = []combination{
 	}, nil},
 	{"RabbitMQ-AMQP-to-ActiveMQ", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, activemqSide{p.activemq(1)}
-	}, rabbitAMQPSourceSkips},
+	}, nil},
 	{"RabbitMQ-to-RabbitMQ-AMQP", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, rabbitSide{r: p.rabbitmq(1), amqp: true}
 	}, rabbitToRabbitSkips},
@@ -160,11 +160,9 @@ var combinations = []combination{
 	}, nil},
 	{"RabbitMQ-AMQP-to-ActiveMQ-OpenWire", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, openwireSide{activemqSide{p.activemq(1)}}
-	}, rabbitAMQPSourceSkips},
+	}, nil},
 }
 
-// rabbitAMQPSourceSkips are the scenarios a bridge reading RabbitMQ 3.10 over
-// AMQP 1.0 cannot pass yet (measured; issue 7).
 // openwireToRabbitSkips: the restart scenario with RabbitMQ over STOMP as the
 // remote failed in full runs of the suite (ActiveMQ over OpenWire: 561 of 1,000
 // received 90 s after RabbitMQ's SIGKILL and restart; ActiveMQ over STOMP: 614 of
@@ -175,14 +173,6 @@ var openwireToRabbitSkips = map[string]string{
 	"persistent messages survive a remote broker restart": "failed in full runs (561 and 614 of 1,000 after RabbitMQ's restart); suspected: RabbitMQ 3.10's STOMP COMMIT receipt precedes persistence; under investigation",
 }
 
-var rabbitAMQPSourceSkips = map[string]string{
-	"topic subscribers with wildcards get each message once": "RabbitMQ 3.10 over AMQP 1.0: each topic " +
-		"demand subscription (/exchange/amq.topic/KEY) is its own amq.gen queue, and a message published " +
-		"without message-id cannot be told from its copy, so overlapping demand (x and *) forwards it once per " +
-		"subscription (measured: each subscriber got 200 of 100); those queues also outlive the link and the " +
-		"connection (neither exclusive nor auto-delete), collecting messages",
-}
-
 // rabbitToRabbitSkips adds, for RabbitMQ on both sides, the duplex scenario:
 // neither broker has selectors and RabbitMQ 3.10 ignores x-priority over
 // AMQP 1.0, so each bridge's demand subscription takes its round-robin share of
@@ -190,7 +180,6 @@ var rabbitAMQPSourceSkips = map[string]string{
 // after 1 s doubling to 30 s per round (measured: 403 of 500 consumed after
 // 60 s, 100 on the local side, 303 on the remote).
 var rabbitToRabbitSkips = map[string]string{
-	"topic subscribers with wildcards get each message once": rabbitAMQPSourceSkips["topic subscribers with wildcards get each message once"],
 	"duplex consumers on both sides consume each message once": "RabbitMQ 3.10 on both sides: no selectors, " +
 		"and x-priority ignored over AMQP 1.0, so each bridge takes its round-robin share of messages that " +
 		"already visited the other broker and holds them (released after 1 s, doubling to 30 s): measured " +
