@@ -87,6 +87,10 @@ type session struct {
 	// stampID: the remote broker has no selectors, so forwarded messages carry
 	// IDHeader for the bridges there to recognise them (filter.go).
 	stampID bool
+	// stampPrefix and stampSeq make IDHeader values for messages without id
+	// (filter.go's stampOf).
+	stampPrefix string
+	stampSeq    uint64
 	// isolating is set while a suspect message (one the remote refused before)
 	// waits to be sent alone, or is in flight alone.
 	isolating bool
