@@ -357,8 +357,9 @@ func (c *Conn) WatchConsumers(context.Context) error {
 
 // OwnConsumer reports false: RabbitMQ 3.10 tags an AMQP 1.0 consumer "ctag-"
 // and the link handle as 4 raw bytes ("ctag-\x00\x00\x00\x00"), the same on
-// every connection, and names the queue of a topic subscription "amq.gen-…".
-// What identifies this connection's consumers is Info().ConnectionID, which is
+// every connection. (Topic subscriptions consume the connection's own
+// "bn_amqp.….topics" queue, which demand sources recognise by its name;
+// topics.go.) What identifies this connection's consumers is Info().ConnectionID, which is
 // the connection name the management API shows on them
 // (channel_details.connection_name of /api/consumers).
 func (c *Conn) OwnConsumer(string) bool { return false }
