@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -30,17 +31,34 @@ type Queue struct {
 	Consumers int `json:"consumers"`
 }
 
-// Queues reads GET /api/queues/{vhost} (names and consumer counts only).
-func (c *Client) Queues(ctx context.Context, vhost string) ([]Queue, error) {
-	var qs []Queue
-	body, err := c.call(ctx, http.MethodGet, "/api/queues/"+url.PathEscape(vhost), "columns=name,consumers", nil)
-	if err != nil {
-		return nil, err
+// Queues reads GET /api/queues/{vhost}: the names and consumer counts of the
+// queues whose name contains substr ("" for all), 500 a page (the API filters
+// by name only when paginating), so that a broker with many queues is not
+// listed whole.
+func (c *Client) Queues(ctx context.Context, vhost, substr string) ([]Queue, error) {
+	var out []Queue
+	for page := 1; ; page++ {
+		q := url.Values{"page": {strconv.Itoa(page)}, "page_size": {"500"}, "columns": {"name,consumers"}}
+		if substr != "" {
+			q.Set("name", substr)
+			q.Set("use_regex", "false")
+		}
+		body, err := c.call(ctx, http.MethodGet, "/api/queues/"+url.PathEscape(vhost), q.Encode(), nil)
+		if err != nil {
+			return nil, err
+		}
+		var p struct {
+			Items     []Queue `json:"items"`
+			PageCount int     `json:"page_count"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			return nil, fmt.Errorf("RabbitMQ management GET %s/api/queues/%s: malformed JSON: %w", c.base, url.PathEscape(vhost), err)
+		}
+		out = append(out, p.Items...)
+		if page >= p.PageCount || len(p.Items) == 0 {
+			return out, nil
+		}
 	}
-	if err := json.Unmarshal(body, &qs); err != nil {
-		return nil, fmt.Errorf("RabbitMQ management GET %s/api/queues/%s: malformed JSON: %w", c.base, url.PathEscape(vhost), err)
-	}
-	return qs, nil
 }
 
 // Bind binds queue to exchange with routing key key (no arguments). Binding

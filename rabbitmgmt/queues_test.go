@@ -23,7 +23,11 @@ func TestQueueCalls(t *testing.T) {
 		mu.Unlock()
 		switch r.Method + " " + r.URL.EscapedPath() {
 		case "GET /api/queues/%2F":
-			w.Write([]byte(`[{"name":"a","consumers":2},{"name":"b"}]`))
+			if r.URL.Query().Get("page") == "1" {
+				w.Write([]byte(`{"items":[{"name":"bn_a","consumers":2}],"page_count":2}`))
+			} else {
+				w.Write([]byte(`{"items":[{"name":"bn_b"}],"page_count":2}`))
+			}
 		case "POST /api/bindings/%2F/e/amq.topic/q/bn_amqp.x.topics":
 			w.WriteHeader(http.StatusCreated)
 		case "GET /api/bindings/%2F/e/amq.topic/q/bn_amqp.x.topics":
@@ -48,8 +52,8 @@ func TestQueueCalls(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	qs, err := c.Queues(ctx, "/")
-	if err != nil || len(qs) != 2 || qs[0].Consumers != 2 || qs[1].Name != "b" {
+	qs, err := c.Queues(ctx, "/", "bn_")
+	if err != nil || len(qs) != 2 || qs[0].Consumers != 2 || qs[1].Name != "bn_b" {
 		t.Errorf("Queues = %+v, %v", qs, err)
 	}
 	if err := c.Bind(ctx, "/", "amq.topic", "bn_amqp.x.topics", "p.eu"); err != nil {
@@ -70,14 +74,15 @@ func TestQueueCalls(t *testing.T) {
 	if ok, err := c.DeleteQueue(ctx, "/", "missing", false); ok || err != nil {
 		t.Errorf("DeleteQueue(missing) = %v, %v; want false, nil", ok, err)
 	}
-	if _, err := c.Queues(ctx, "other"); err == nil || strings.Contains(err.Error(), "s3cret") {
+	if _, err := c.Queues(ctx, "other", ""); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("Queues of a missing vhost: %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	all := strings.Join(calls, "\n")
 	for _, want := range []string{
-		"GET /api/queues/%2F?columns=name,consumers ",
+		"GET /api/queues/%2F?columns=name%2Cconsumers&name=bn_&page=1&page_size=500&use_regex=false ",
+		"GET /api/queues/%2F?columns=name%2Cconsumers&name=bn_&page=2&page_size=500&use_regex=false ",
 		`POST /api/bindings/%2F/e/amq.topic/q/bn_amqp.x.topics? {"arguments":{},"routing_key":"p.eu"}`,
 		// The binding without arguments, named by its properties key.
 		"DELETE /api/bindings/%2F/e/amq.topic/q/bn_amqp.x.topics/p.eu? ",

@@ -241,7 +241,7 @@ func (t *topicQueue) drop() {
 // (the queue itself refuses when it has a consumer, so a live connection's
 // queue stays). It returns the names it deleted.
 func (t *topicQueue) sweep(ctx context.Context) ([]string, error) {
-	qs, err := t.mgmt.Queues(ctx, t.vhost)
+	qs, err := t.mgmt.Queues(ctx, t.vhost, topicQueuePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("listing queues to sweep left topic queues: %w", err)
 	}
