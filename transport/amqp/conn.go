@@ -10,7 +10,9 @@
 // senders' session is replaced after a refusal. RabbitMQ 3.10 backs an
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
-// that channel (rabbit_amqp1_0_session_process); Sync relies on that.
+// that channel (rabbit_amqp1_0_session_process); Sync relies on that. On
+// RabbitMQ, topic subscriptions consume one queue of the connection, bound
+// and deleted through the management API (topics.go).
 //
 // Order of events: a subscription's Confirmed comes before its deliveries, and
 // its deliveries keep link order. go-amqp hands each link's frames to a
