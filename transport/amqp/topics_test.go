@@ -267,3 +267,38 @@ func TestTopicQueueSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicQueueGoesWithALostConnection: a connection that ends otherwise than
+// by Close (Abort, a lost socket) still deletes its topic queue, in the
+// background.
+func TestTopicQueueGoesWithALostConnection(t *testing.T) {
+	r := sharedRabbit(t)
+	mc := mgmtClient(t, r)
+	ctx := context.Background()
+	for _, end := range []string{"abort", "socket lost"} {
+		c := dial(t, mgmtURI(r))
+		tok, err := c.Subscribe(ctx, transport.Subscription{ID: "tl", Destination: topic("tl.x"), Prefetch: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+			t.Fatalf("%s: subscription: %v", end, ev.Err)
+		}
+		q := c.topics.name
+		if !queueExists(t, mc, q) {
+			t.Fatalf("%s: %s missing while subscribed", end, q)
+		}
+		if end == "abort" {
+			c.Abort()
+		} else {
+			c.conn.Close() // as if the socket died: go-amqp's connection ends under the Conn
+		}
+		<-c.Done()
+		stomptest.Eventually(t, 20*time.Second, func() error {
+			if queueExists(t, mc, q) {
+				return fmt.Errorf("%s: %s still exists after the connection ended", end, q)
+			}
+			return nil
+		})
+	}
+}
