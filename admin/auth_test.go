@@ -2,23 +2,17 @@ package admin
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/brokernet/brokernet/internal/tlstest"
 )
 
 func TestCheckExposure(t *testing.T) {
@@ -90,21 +84,8 @@ func TestTokenAndTLS(t *testing.T) {
 
 func writeCert(t *testing.T, dir string) (string, string, *x509.CertPool) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "admin"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalECPrivateKey(key)
+	c := tlstest.SelfSigned(t, "admin", "", x509.ExtKeyUsageServerAuth)
 	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o600)
-	c, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return certFile, keyFile, pool
+	c.WriteFiles(t, certFile, keyFile)
+	return certFile, keyFile, c.Pool()
 }

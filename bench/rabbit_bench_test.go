@@ -141,7 +141,7 @@ func runRabbitPath(b *testing.B, r *result) {
 	}
 	sample := func() CPUSample {
 		c := TakeCPU(0, 0, pidBridge)
-		c.BrokerA, c.BrokerB = groupCPU(a.Pid()), groupCPU(bb.Pid())
+		c.BrokerA, c.BrokerB = treeCPU(a.Pid()), treeCPU(bb.Pid())
 		return c
 	}
 
@@ -238,20 +238,20 @@ func runRabbitPath(b *testing.B, r *result) {
 		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
 }
 
-// groupCPU is the user+system CPU time so far of the processes in process
-// group pgid: a test node's pid is its wrapper's, whose group holds the Erlang
-// VM (beam.smp) and its helpers.
-func groupCPU(pgid int) time.Duration {
-	if pgid <= 0 {
+// treeCPU is the user+system CPU time so far of process pid and all its
+// descendants: a test node's pid is its wrapper's, whose children are the
+// Erlang VM (beam.smp) and its helpers.
+func treeCPU(pid int) time.Duration {
+	if pid <= 0 {
 		return 0
 	}
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
-	var total time.Duration
+	parent := map[int]int{}
 	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
+		p, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
@@ -263,9 +263,18 @@ func groupCPU(pgid int) time.Duration {
 		if i < 0 {
 			continue
 		}
-		// After the command: state, ppid, pgrp (fields 3-5).
-		if f := strings.Fields(string(data[i+1:])); len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			total += ProcCPU(pid)
+		// After the command: state, ppid (fields 3 and 4).
+		if f := strings.Fields(string(data[i+1:])); len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var total time.Duration
+	for p := range parent {
+		for q := p; q > 1; q = parent[q] {
+			if q == pid {
+				total += ProcCPU(p)
+				break
+			}
 		}
 	}
 	return total

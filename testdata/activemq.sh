@@ -22,6 +22,8 @@ set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=brokerlib.sh
+. "$SCRIPT_DIR/brokerlib.sh"
 TEMPLATE="${ACTIVEMQ_TEMPLATE:-$SCRIPT_DIR/activemq.xml.tmpl}"
 AMQ_HOME="${ACTIVEMQ_HOME:-/usr/share/activemq}"
 AMQ_JAR="$AMQ_HOME/bin/activemq.jar"
@@ -68,20 +70,8 @@ missing_bits() {
 # instances under /etc/activemq/instances-enabled. Tests must never see a stray
 # broker on the default ports, so make sure none runs and none starts at boot.
 stop_system_broker() {
-	if command -v systemctl >/dev/null 2>&1; then
-		systemctl disable --now activemq.service >/dev/null 2>&1 || true
-	fi
-	if [[ -x /etc/init.d/activemq ]]; then
-		/etc/init.d/activemq stop >/dev/null 2>&1 || true
-		if command -v update-rc.d >/dev/null 2>&1; then
-			update-rc.d activemq disable >/dev/null 2>&1 || true
-		fi
-	fi
-	local p
 	# Instances of the system package run as user "activemq" with a base under /var/lib/activemq.
-	for p in $(pgrep -f -- '-Dactivemq.base=/var/lib/activemq' 2>/dev/null || true); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	disable_service activemq -f -- '-Dactivemq.base=/var/lib/activemq'
 }
 
 cmd_install() {
@@ -91,24 +81,7 @@ cmd_install() {
 		return 0
 	fi
 	echo "activemq.sh: installing (missing: $(echo "$missing" | tr '\n' ' '))" >&2
-	# Keep the package's postinst from starting a system broker: policy-rc.d exit 101
-	# makes invoke-rc.d / deb-systemd-invoke skip service starts.
-	local policy=/usr/sbin/policy-rc.d created_policy=""
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod +x "$policy"
-		created_policy=1
-	fi
-	local rc=0
-	{
-		apt-get update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				"${APT_PACKAGES[@]}"
-	} >&2 || rc=$?
-	if [[ -n "$created_policy" ]]; then
-		rm -f "$policy"
-	fi
-	[[ $rc -eq 0 ]] || die "apt-get failed (exit $rc)"
+	apt_install "${APT_PACKAGES[@]}"
 	stop_system_broker
 	missing="$(missing_bits)"
 	[[ -z "$missing" ]] || die "still missing after install: $missing"
@@ -149,13 +122,7 @@ exiting() {
 }
 
 read_pid() {
-	local dir="$1"
-	[[ -f "$dir/pid" ]] || return 0
-	tr -dc '0-9' <"$dir/pid"
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	read_pidfile "$1/pid"
 }
 
 xml_escape() {
@@ -175,11 +142,6 @@ log_tail() {
 			grep -v -E '^[[:space:]]+(at |\.\.\. [0-9]+ more)' "$f" | tail -n 30 >&2 || true
 		fi
 	done
-}
-
-abs_path() {
-	mkdir -p "$1"
-	(cd "$1" && pwd -P)
 }
 
 cmd_start() {
@@ -413,23 +375,8 @@ wait_gone() {
 	done
 }
 
-parse_dir_args() {
-	DIR="" TIMEOUT=20
-	while [[ $# -gt 0 ]]; do
-		case "$1" in
-		--dir) DIR="$2"; shift 2 ;;
-		--timeout) TIMEOUT="$2"; shift 2 ;;
-		*) die "unknown argument $1" ;;
-		esac
-	done
-	[[ -n "$DIR" ]] || die "--dir is required"
-	if [[ -d "$DIR" ]]; then
-		DIR="$(cd "$DIR" && pwd -P)"
-	fi
-}
-
 cmd_stop() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pid "$DIR")"
@@ -447,7 +394,7 @@ cmd_stop() {
 }
 
 cmd_kill() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pid "$DIR")"
@@ -461,7 +408,7 @@ cmd_kill() {
 }
 
 cmd_status() {
-	parse_dir_args "$@"
+	parse_dir_args 20 "$@"
 	local pid
 	pid="$(read_pid "$DIR")"
 	if alive "$pid" "$DIR"; then

@@ -15,6 +15,9 @@
 # See testdata/README.md.
 set -euo pipefail
 
+# shellcheck source=brokerlib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/brokerlib.sh"
+
 RMQ_LIB="${RABBITMQ_LIB:-/usr/lib/rabbitmq}"
 RMQ_SERVER="$RMQ_LIB/bin/rabbitmq-server"
 RMQ_CTL="$RMQ_LIB/bin/rabbitmqctl"
@@ -31,20 +34,8 @@ die() {
 # default ports (5672, 61613 with STOMP enabled, 25672, epmd 4369) and enables
 # it at boot. Tests must never see it, so none runs and none starts at boot.
 stop_system_node() {
-	if command -v systemctl >/dev/null 2>&1; then
-		systemctl disable --now rabbitmq-server.service >/dev/null 2>&1 || true
-	fi
-	if [[ -x /etc/init.d/rabbitmq-server ]]; then
-		/etc/init.d/rabbitmq-server stop >/dev/null 2>&1 || true
-		if command -v update-rc.d >/dev/null 2>&1; then
-			update-rc.d rabbitmq-server disable >/dev/null 2>&1 || true
-		fi
-	fi
-	local p
 	# The system node runs as user rabbitmq with its mnesia under /var/lib/rabbitmq.
-	for p in $(pgrep -u rabbitmq -f 'beam|epmd' 2>/dev/null || true); do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	disable_service rabbitmq-server -u rabbitmq -f 'beam|epmd'
 }
 
 cmd_install() {
@@ -52,24 +43,7 @@ cmd_install() {
 		return 0
 	fi
 	echo "rabbitmq.sh: installing rabbitmq-server" >&2
-	# Keep the package's postinst from starting a system node: policy-rc.d exit
-	# 101 makes invoke-rc.d / deb-systemd-invoke skip service starts.
-	local policy=/usr/sbin/policy-rc.d created_policy=""
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod +x "$policy"
-		created_policy=1
-	fi
-	local rc=0
-	{
-		apt-get update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				"${APT_PACKAGES[@]}"
-	} >&2 || rc=$?
-	if [[ -n "$created_policy" ]]; then
-		rm -f "$policy"
-	fi
-	[[ $rc -eq 0 ]] || die "apt-get failed (exit $rc)"
+	apt_install "${APT_PACKAGES[@]}"
 	stop_system_node
 	[[ -x "$RMQ_SERVER" ]] || die "still missing after install: $RMQ_SERVER"
 }
@@ -114,14 +88,6 @@ alive() {
 	tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF -- "RABBITMQ_MNESIA_BASE=$2/mnesia"
 }
 
-read_pidfile() {
-	[[ -f "$1" ]] || return 0
-	tr -dc '0-9' <"$1"
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 log_tail() {
 	local dir="$1" f
@@ -131,11 +97,6 @@ log_tail() {
 			tail -n 30 "$f" >&2 || true
 		fi
 	done
-}
-
-abs_path() {
-	mkdir -p "$1"
-	(cd "$1" && pwd -P)
 }
 
 # wait_group_gone PGID SECONDS
@@ -337,25 +298,8 @@ stop_epmd() {
 	rm -f "$dir/epmd.pid"
 }
 
-parse_dir_args() {
-	DIR="" TIMEOUT=30
-	REST=()
-	while [[ $# -gt 0 ]]; do
-		case "$1" in
-		--dir) DIR="$2"; shift 2 ;;
-		--timeout) TIMEOUT="$2"; shift 2 ;;
-		--) shift; REST=("$@"); break ;;
-		*) die "unknown argument $1" ;;
-		esac
-	done
-	[[ -n "$DIR" ]] || die "--dir is required"
-	if [[ -d "$DIR" ]]; then
-		DIR="$(cd "$DIR" && pwd -P)"
-	fi
-}
-
 cmd_stop() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -d "$DIR" ]] || return 0
 	local pid
 	pid="$(read_pidfile "$DIR/pid")"
@@ -369,13 +313,13 @@ cmd_stop() {
 }
 
 cmd_kill() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -d "$DIR" ]] || return 0
 	kill_group "$DIR"
 }
 
 cmd_status() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	local pid
 	pid="$(read_pidfile "$DIR/pid")"
 	if alive "$pid" "$DIR"; then
@@ -386,7 +330,7 @@ cmd_status() {
 }
 
 cmd_ctl() {
-	parse_dir_args "$@"
+	parse_dir_args 30 "$@"
 	[[ -f "$DIR/node.env" ]] || die "no node in $DIR"
 	node_env "$DIR"
 	exec "$RMQ_CTL" -n "$NODE" "${REST[@]}"

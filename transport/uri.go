@@ -54,3 +54,22 @@ func (d Defaults) ApplyCredentials(login, password string) (string, string) {
 	}
 	return login, d.Password
 }
+
+// ApplyTLS returns the CA, certificate and key files a TLS URI with the given
+// ones should use under d: d's when the URI names neither a CA nor a client
+// certificate.
+func (d Defaults) ApplyTLS(ca, cert, key string) (string, string, string) {
+	if ca != "" || cert != "" {
+		return ca, cert, key
+	}
+	return d.CAFile, d.CertFile, d.KeyFile
+}
+
+// ApplyReconnect returns the reconnect policy a URI with p should use under d:
+// d's when it has one.
+func (d Defaults) ApplyReconnect(p backoff.Policy) backoff.Policy {
+	if d.Reconnect != (backoff.Policy{}) {
+		return d.Reconnect
+	}
+	return p
+}

@@ -136,13 +136,11 @@ func SendN(tb testing.TB, uri, dest string, from, n int, persistent bool, header
 // Consumer counts the messages it receives on one subscription by their seq
 // property. It settles (accepts) each message only after counting it.
 type Consumer struct {
+	*stomptest.Counter[*transport.Message]
 	tb   testing.TB
 	conn *amqp.Conn
 
 	mu      sync.Mutex
-	msgs    []*transport.Message
-	seqs    map[int]int // seq -> times received
-	dups    int
 	closing bool
 	done    chan struct{}
 
@@ -209,7 +207,7 @@ func manage(tb testing.TB, mgmt, method, path, body string) []byte {
 // demand source does not count as demand; a test subscriber must count.)
 func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 	tb.Helper()
-	c := &Consumer{tb: tb, conn: dial(tb, uri, true), seqs: make(map[int]int), done: make(chan struct{})}
+	c := &Consumer{Counter: stomptest.NewCounter(tb, Seq), tb: tb, conn: dial(tb, uri, true), done: make(chan struct{})}
 	d := destinationOf(tb, dest)
 	var key string
 	var before map[string]bool
@@ -281,13 +279,7 @@ func (c *Consumer) deliver(ev transport.Event) {
 		// Not settled: the broker takes it back; it does not count.
 		return
 	}
-	c.msgs = append(c.msgs, ev.Msg)
-	if s, ok := Seq(ev.Msg); ok {
-		c.seqs[s]++
-		if c.seqs[s] > 1 {
-			c.dups++
-		}
-	}
+	c.Add(ev.Msg)
 	// Settled under the lock, so Close (which round-trips before closing)
 	// cannot come between counting and settling.
 	_ = c.conn.Settle(context.Background(), ev.Sub, []transport.Ref{ev.Ref}, transport.Accepted)
@@ -324,53 +316,5 @@ func (c *Consumer) Close() {
 	}
 }
 
-// Count is the number of messages received, duplicates included.
-func (c *Consumer) Count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.msgs)
-}
-
-// Distinct is the number of distinct seq values received.
-func (c *Consumer) Distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seqs)
-}
-
-// Duplicates is how many received messages repeated an earlier seq.
-func (c *Consumer) Duplicates() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dups
-}
-
 // Messages returns what was received, in order.
-func (c *Consumer) Messages() []*transport.Message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*transport.Message(nil), c.msgs...)
-}
-
-// Seqs returns the seq properties in arrival order.
-func (c *Consumer) Seqs() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]int, 0, len(c.msgs))
-	for _, m := range c.msgs {
-		s, _ := Seq(m)
-		out = append(out, s)
-	}
-	return out
-}
-
-// WaitDistinct waits until n distinct seqs arrived, failing the test at the deadline.
-func (c *Consumer) WaitDistinct(n int, timeout time.Duration) {
-	c.tb.Helper()
-	stomptest.Eventually(c.tb, timeout, func() error {
-		if got := c.Distinct(); got < n {
-			return fmt.Errorf("consumer has %d distinct messages, want %d", got, n)
-		}
-		return nil
-	})
-}
+func (c *Consumer) Messages() []*transport.Message { return c.Received() }

@@ -5,7 +5,6 @@ package stomptest
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -116,22 +115,25 @@ func SendBody(ctx context.Context, c *stomp.Conn, dest string, from, n int, pers
 // Consumer counts the messages it receives on one subscription. It acknowledges
 // each message (ack mode client-individual) after recording it.
 type Consumer struct {
-	tb   testing.TB
+	*Counter[*frame.Frame]
 	conn *stomp.Conn
 
 	mu      sync.Mutex
-	frames  []*frame.Frame
-	seqs    map[int]int // seq -> times received
-	dups    int
 	closing bool
 	done    chan struct{}
+}
+
+// frameSeq is a frame's seq header.
+func frameSeq(f *frame.Frame) (int, bool) {
+	s, err := strconv.Atoi(f.Header.Get("seq"))
+	return s, err == nil
 }
 
 // Subscribe opens a consumer on dest with extra SUBSCRIBE headers (key, value pairs).
 // It is closed at cleanup.
 func Subscribe(tb testing.TB, uri, dest string, headers ...string) *Consumer {
 	tb.Helper()
-	c := &Consumer{tb: tb, conn: Dial(tb, uri), seqs: make(map[int]int), done: make(chan struct{})}
+	c := &Consumer{Counter: NewCounter(tb, frameSeq), conn: Dial(tb, uri), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := c.conn.Subscribe(ctx, "test-sub", dest, "client-individual", headers...); err != nil {
@@ -154,13 +156,7 @@ func (c *Consumer) run() {
 		// The ACK is queued before the message counts, and before any DISCONNECT
 		// of Close: a counted message is consumed for good.
 		c.conn.Write(context.Background(), frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack)))
-		c.frames = append(c.frames, f)
-		if s, err := strconv.Atoi(f.Header.Get("seq")); err == nil {
-			c.seqs[s]++
-			if c.seqs[s] > 1 {
-				c.dups++
-			}
-		}
+		c.Add(f)
 		c.mu.Unlock()
 	}
 }
@@ -176,70 +172,8 @@ func (c *Consumer) Close() {
 	<-c.done
 }
 
-// Count is the number of messages received, duplicates included.
-func (c *Consumer) Count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.frames)
-}
-
-// Distinct is the number of distinct seq values received.
-func (c *Consumer) Distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seqs)
-}
-
-// Duplicates is how many received messages repeated an earlier seq.
-func (c *Consumer) Duplicates() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dups
-}
-
 // Frames returns a copy of what was received, in order.
-func (c *Consumer) Frames() []*frame.Frame {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*frame.Frame(nil), c.frames...)
-}
-
-// Seqs returns the seq headers in arrival order.
-func (c *Consumer) Seqs() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]int, 0, len(c.frames))
-	for _, f := range c.frames {
-		s, _ := strconv.Atoi(f.Header.Get("seq"))
-		out = append(out, s)
-	}
-	return out
-}
-
-// Missing lists the seqs in [from, from+n) never received.
-func (c *Consumer) Missing(from, n int) []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []int
-	for i := from; i < from+n; i++ {
-		if c.seqs[i] == 0 {
-			out = append(out, i)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
-
-// WaitDistinct waits until n distinct seqs arrived, failing the test at the deadline.
-func (c *Consumer) WaitDistinct(n int, timeout time.Duration) {
-	c.tb.Helper()
-	Eventually(c.tb, timeout, func() error {
-		if got := c.Distinct(); got < n {
-			return fmt.Errorf("consumer has %d distinct messages, want %d", got, n)
-		}
-		return nil
-	})
-}
+func (c *Consumer) Frames() []*frame.Frame { return c.Received() }
 
 // Eventually polls cond every 20 ms until it returns nil, failing the test with its
 // last error at the deadline.

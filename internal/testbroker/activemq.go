@@ -12,10 +12,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,25 +70,20 @@ type Options struct {
 
 // ActiveMQ is a running (or stopped) broker instance.
 type ActiveMQ struct {
-	script   string
-	dir      string
+	instance
 	dataDir  string
 	name, id string
 	opt      Options
 	stomp    int
 	openwire int
-
-	mu     sync.Mutex
-	pid    int
-	closed bool
 }
 
 // DefaultStartTimeout bounds Start and Restart when the context has no deadline.
 const DefaultStartTimeout = 60 * time.Second
 
 var (
-	installOnce sync.Once
-	installErr  error
+	installOnceAMQ sync.Once
+	installErrAMQ  error
 
 	scriptOnce sync.Once
 	scriptPath string
@@ -103,54 +96,13 @@ var (
 // walking up to the module root (go.mod) from this source file or, failing
 // that, from the working directory. $BROKERNET_ACTIVEMQ_SH overrides it.
 func ScriptPath() (string, error) {
-	scriptOnce.Do(func() {
-		if p := os.Getenv("BROKERNET_ACTIVEMQ_SH"); p != "" {
-			scriptPath, scriptErr = filepath.Abs(p)
-			return
-		}
-		var starts []string
-		if _, file, _, ok := runtime.Caller(0); ok {
-			starts = append(starts, filepath.Dir(file))
-		}
-		if wd, err := os.Getwd(); err == nil {
-			starts = append(starts, wd)
-		}
-		for _, start := range starts {
-			for d := start; ; d = filepath.Dir(d) {
-				if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-					p := filepath.Join(d, "testdata", "activemq.sh")
-					if _, err := os.Stat(p); err == nil {
-						scriptPath = p
-						return
-					}
-					break // module root without the script: try the next start
-				}
-				if filepath.Dir(d) == d {
-					break
-				}
-			}
-		}
-		scriptErr = errors.New("testbroker: testdata/activemq.sh not found above " + strings.Join(starts, " or "))
-	})
+	scriptOnce.Do(func() { scriptPath, scriptErr = findScript("activemq.sh", "BROKERNET_ACTIVEMQ_SH") })
 	return scriptPath, scriptErr
 }
 
 // Install runs `activemq.sh install` once per process. It is a no-op (and
 // fast) when ActiveMQ and the extra jars are already installed.
-func Install() error {
-	installOnce.Do(func() {
-		script, err := ScriptPath()
-		if err != nil {
-			installErr = err
-			return
-		}
-		out, err := exec.Command("bash", script, "install").CombinedOutput()
-		if err != nil {
-			installErr = fmt.Errorf("testbroker: %s install: %v\n%s", script, err, out)
-		}
-	})
-	return installErr
-}
+func Install() error { return installOnce(&installOnceAMQ, &installErrAMQ, ScriptPath) }
 
 var nonNameChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -189,14 +141,7 @@ func StartActiveMQ(tb testing.TB, opt Options) *ActiveMQ {
 		os.RemoveAll(dir)
 		tb.Fatalf("testbroker: %v", err)
 	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			tb.Logf("testbroker: broker %s (dir %s) log tail:\n%s", b.name, b.dir, b.LogTail(30))
-		}
-		if err := b.Close(); err != nil {
-			tb.Errorf("testbroker: closing %s: %v", b.name, err)
-		}
-	})
+	b.closeAtCleanup(tb, b)
 	return b
 }
 
@@ -247,8 +192,7 @@ func Start(ctx context.Context, dir string, opt Options) (*ActiveMQ, error) {
 		return nil, err
 	}
 	b := &ActiveMQ{
-		script:   script,
-		dir:      dir,
+		instance: instance{script: script, dir: dir, kind: "broker", label: opt.Name},
 		dataDir:  dataDir,
 		name:     opt.Name,
 		id:       opt.ID,
@@ -264,13 +208,7 @@ func Start(ctx context.Context, dir string, opt Options) (*ActiveMQ, error) {
 
 // launch runs `activemq.sh start --no-wait` and, if wait, WaitReady.
 func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return errors.New("testbroker: broker is closed")
-	}
-	b.mu.Unlock()
-	args := []string{b.script, "start",
+	args := []string{
 		"--dir", b.dir,
 		"--name", b.name,
 		"--id", b.id,
@@ -278,7 +216,6 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 		"--openwire-port", strconv.Itoa(b.openwire),
 		"--data-dir", b.dataDir,
 		"--xmx", b.opt.Xmx,
-		"--no-wait",
 	}
 	if b.opt.Persistent {
 		args = append(args, "--persistent")
@@ -301,22 +238,9 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	if b.opt.OpenWireOptions != "" {
 		args = append(args, "--openwire-options", b.opt.OpenWireOptions)
 	}
-	out, err := b.run(ctx, args...)
-	if err != nil {
-		b.run(context.Background(), b.script, "kill", "--dir", b.dir) //nolint:errcheck // best effort
-		return fmt.Errorf("testbroker: starting %s: %w", b.name, err)
+	if err := b.start(ctx, args...); err != nil {
+		return err
 	}
-	fields := strings.Fields(out)
-	if len(fields) == 0 {
-		return fmt.Errorf("testbroker: starting %s: script printed no pid", b.name)
-	}
-	pid, err := strconv.Atoi(fields[len(fields)-1])
-	if err != nil {
-		return fmt.Errorf("testbroker: starting %s: bad pid %q", b.name, out)
-	}
-	b.mu.Lock()
-	b.pid = pid
-	b.mu.Unlock()
 	if !wait {
 		return nil
 	}
@@ -332,27 +256,11 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	return nil
 }
 
-// run executes the script and returns its stdout; errors carry its stderr.
-func (b *ActiveMQ) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "bash", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(b.script), args[1], err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
 // Name returns the brokerName.
 func (b *ActiveMQ) Name() string { return b.name }
 
 // ID returns the brokerId.
 func (b *ActiveMQ) ID() string { return b.id }
-
-// Dir returns the instance directory (conf, lib, logs, default data).
-func (b *ActiveMQ) Dir() string { return b.dir }
 
 // StompPort returns the STOMP port on 127.0.0.1.
 func (b *ActiveMQ) StompPort() int { return b.stomp }
@@ -375,29 +283,13 @@ func (b *ActiveMQ) OpenWireAddr() string {
 // Options.NetworkConnectors.
 func (b *ActiveMQ) OpenWireURI() string { return "tcp://" + b.OpenWireAddr() }
 
-// Pid returns the pid of the broker's JVM (of the last start).
-func (b *ActiveMQ) Pid() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.pid
-}
-
 // Running reports whether the broker's JVM is alive.
 func (b *ActiveMQ) Running() bool { return b.alive(b.Pid()) }
 
 // alive reports whether pid is a live (non-zombie) JVM of this instance.
 func (b *ActiveMQ) alive(pid int) bool {
-	if pid <= 0 {
+	if !live(pid) {
 		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		if s := stat[i+2]; s == 'Z' || s == 'X' {
-			return false
-		}
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
@@ -436,7 +328,7 @@ func (b *ActiveMQ) WaitReady(ctx context.Context) error {
 		}
 		// Both connectors listening means the broker has started: the
 		// OpenWire connector is opened after the STOMP one.
-		if b.accepts(ctx, b.StompAddr()) && b.accepts(ctx, b.OpenWireAddr()) {
+		if dialable(ctx, b.StompAddr()) && dialable(ctx, b.OpenWireAddr()) {
 			if b.alive(pid) {
 				return nil
 			}
@@ -450,40 +342,8 @@ func (b *ActiveMQ) WaitReady(ctx context.Context) error {
 	}
 }
 
-func (b *ActiveMQ) accepts(ctx context.Context, addr string) bool {
-	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	c, err := d.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// Kill sends SIGKILL to the JVM and waits until it is gone. It succeeds if
-// the broker is not running.
-func (b *ActiveMQ) Kill() error {
-	if _, err := os.Stat(b.dir); err != nil {
-		return nil
-	}
-	if _, err := b.run(context.Background(), b.script, "kill", "--dir", b.dir); err != nil {
-		return fmt.Errorf("testbroker: %w", err)
-	}
-	return nil
-}
-
 // Stop shuts the broker down gracefully (SIGTERM, SIGKILL after 20 s).
-func (b *ActiveMQ) Stop() error {
-	if _, err := os.Stat(b.dir); err != nil {
-		return nil
-	}
-	if _, err := b.run(context.Background(), b.script, "stop", "--dir", b.dir, "--timeout", "20"); err != nil {
-		return fmt.Errorf("testbroker: %w", err)
-	}
-	return nil
-}
+func (b *ActiveMQ) Stop() error { return b.stop(20 * time.Second) }
 
 // Restart starts the broker again with the same ports, directory and data
 // (after Kill or Stop; a running broker is killed first) and waits until it
@@ -498,52 +358,19 @@ func (b *ActiveMQ) Restart(ctx context.Context) error {
 // Close kills the broker and removes its directory. It is idempotent. A
 // DataDir outside the directory is left alone.
 func (b *ActiveMQ) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
-	b.mu.Unlock()
-	kerr := b.Kill()
-	if kerr != nil {
+	return b.close(func(pid int) {
 		// Last resort, without the script.
-		if pid := b.Pid(); b.alive(pid) {
+		if b.alive(pid) {
 			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck
 		}
-	}
-	rerr := os.RemoveAll(b.dir)
-	return errors.Join(kerr, rerr)
+	})
 }
 
 // LogTail returns the last n lines of the broker log (activemq.log), followed
 // by the last lines of the JVM's stdout/stderr (stdout.log).
 func (b *ActiveMQ) LogTail(n int) string {
-	var parts []string
-	for _, f := range []string{"activemq.log", "stdout.log"} {
-		data, err := os.ReadFile(filepath.Join(b.dir, f))
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		m := n
-		if f == "stdout.log" && m > 10 {
-			m = 10 // mostly the JVM's start banner
-		}
-		parts = append(parts, "==> "+f+" <==\n"+tailLines(string(data), m))
-	}
-	if len(parts) == 0 {
-		return "(no broker log in " + b.dir + ")"
-	}
-	return strings.Join(parts, "\n")
-}
-
-func tailLines(s string, n int) string {
-	s = strings.TrimRight(s, "\n")
-	lines := strings.Split(s, "\n")
-	if n > 0 && len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	// stdout.log is mostly the JVM's start banner: 10 lines of it.
+	return b.logTail([]string{filepath.Join(b.dir, "activemq.log"), filepath.Join(b.dir, "stdout.log")}, n, 10)
 }
 
 // Require skips tb under -short (unit runs start no broker) and otherwise

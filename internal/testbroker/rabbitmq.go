@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,14 +39,9 @@ type RabbitOptions struct {
 // RabbitMQ is a running (or stopped) RabbitMQ 3.10 node with its own
 // directory, node name, Erlang cookie and epmd.
 type RabbitMQ struct {
-	script string
-	dir    string
-	name   string
-	opt    RabbitOptions
-
-	mu     sync.Mutex
-	pid    int
-	closed bool
+	instance
+	name string
+	opt  RabbitOptions
 }
 
 // DefaultRabbitStartTimeout bounds starting a node (~6 s idle, ~15 s with
@@ -62,49 +55,12 @@ var (
 
 // RabbitScriptPath returns the absolute path of testdata/rabbitmq.sh
 // ($BROKERNET_RABBITMQ_SH overrides it).
-func RabbitScriptPath() (string, error) {
-	if p := os.Getenv("BROKERNET_RABBITMQ_SH"); p != "" {
-		return filepath.Abs(p)
-	}
-	var starts []string
-	if _, file, _, ok := runtime.Caller(0); ok {
-		starts = append(starts, filepath.Dir(file))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	for _, start := range starts {
-		for d := start; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				p := filepath.Join(d, "testdata", "rabbitmq.sh")
-				if _, err := os.Stat(p); err == nil {
-					return p, nil
-				}
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", errors.New("testbroker: testdata/rabbitmq.sh not found above " + strings.Join(starts, " or "))
-}
+func RabbitScriptPath() (string, error) { return findScript("rabbitmq.sh", "BROKERNET_RABBITMQ_SH") }
 
 // InstallRabbitMQ runs `rabbitmq.sh install` once per process (a no-op when
 // rabbitmq-server is installed).
 func InstallRabbitMQ() error {
-	rabbitInstallOnce.Do(func() {
-		script, err := RabbitScriptPath()
-		if err != nil {
-			rabbitInstallErr = err
-			return
-		}
-		out, err := exec.Command("bash", script, "install").CombinedOutput()
-		if err != nil {
-			rabbitInstallErr = fmt.Errorf("testbroker: %s install: %v\n%s", script, err, out)
-		}
-	})
-	return rabbitInstallErr
+	return installOnce(&rabbitInstallOnce, &rabbitInstallErr, RabbitScriptPath)
 }
 
 // StartRabbitMQ starts a RabbitMQ node in a fresh temporary directory and
@@ -154,14 +110,7 @@ func StartRabbitMQs(tb testing.TB, opts ...RabbitOptions) []*RabbitMQ {
 		if r == nil {
 			continue
 		}
-		tb.Cleanup(func() {
-			if tb.Failed() {
-				tb.Logf("testbroker: node %s (dir %s) log tail:\n%s", r.Node(), r.dir, r.LogTail(30))
-			}
-			if err := r.Close(); err != nil {
-				tb.Errorf("testbroker: closing %s: %v", r.Node(), err)
-			}
-		})
+		r.closeAtCleanup(tb, r)
 	}
 	if err := errors.Join(errs...); err != nil {
 		tb.Fatalf("testbroker: %v", err)
@@ -207,7 +156,7 @@ func StartRabbit(ctx context.Context, dir string, opt RabbitOptions) (*RabbitMQ,
 			*p = free[0]
 		}
 	}
-	r := &RabbitMQ{script: script, dir: dir, name: opt.Name, opt: opt}
+	r := &RabbitMQ{instance: instance{script: script, dir: dir, kind: "node", label: opt.Name + "@localhost"}, name: opt.Name, opt: opt}
 	if err := r.launch(ctx); err != nil {
 		return nil, err
 	}
@@ -215,13 +164,7 @@ func StartRabbit(ctx context.Context, dir string, opt RabbitOptions) (*RabbitMQ,
 }
 
 func (r *RabbitMQ) launch(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return errors.New("testbroker: node is closed")
-	}
-	r.mu.Unlock()
-	args := []string{r.script, "start",
+	args := []string{
 		"--dir", r.dir,
 		"--name", r.name,
 		"--amqp-port", strconv.Itoa(r.opt.AMQPPort),
@@ -229,27 +172,13 @@ func (r *RabbitMQ) launch(ctx context.Context) error {
 		"--mgmt-port", strconv.Itoa(r.opt.MgmtPort),
 		"--dist-port", strconv.Itoa(r.opt.DistPort),
 		"--epmd-port", strconv.Itoa(r.opt.EpmdPort),
-		"--no-wait",
 	}
 	for _, c := range r.opt.Conf {
 		args = append(args, "--conf", c)
 	}
-	out, err := runScript(ctx, r.script, args...)
-	if err != nil {
-		runScript(context.Background(), r.script, r.script, "kill", "--dir", r.dir) //nolint:errcheck // best effort
-		return fmt.Errorf("testbroker: starting %s: %w", r.Node(), err)
+	if err := r.start(ctx, args...); err != nil {
+		return err
 	}
-	fields := strings.Fields(out)
-	if len(fields) == 0 {
-		return fmt.Errorf("testbroker: starting %s: script printed no pid", r.Node())
-	}
-	pid, err := strconv.Atoi(fields[len(fields)-1])
-	if err != nil {
-		return fmt.Errorf("testbroker: starting %s: bad pid %q", r.Node(), out)
-	}
-	r.mu.Lock()
-	r.pid = pid
-	r.mu.Unlock()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultRabbitStartTimeout)
@@ -260,19 +189,6 @@ func (r *RabbitMQ) launch(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// runScript executes a script and returns its stdout; errors carry its stderr.
-func runScript(ctx context.Context, script string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "bash", args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(script), args[1], err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
 }
 
 // WaitReady waits until the AMQP, STOMP and management ports accept
@@ -311,26 +227,11 @@ func (r *RabbitMQ) overviewOK(ctx context.Context, client *http.Client) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func dialable(ctx context.Context, addr string) bool {
-	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	c, err := d.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 // Name returns the node's short name; Node the full Erlang node name.
 func (r *RabbitMQ) Name() string { return r.name }
 
 // Node returns NAME@localhost.
 func (r *RabbitMQ) Node() string { return r.name + "@localhost" }
-
-// Dir returns the node directory (config, mnesia, logs).
-func (r *RabbitMQ) Dir() string { return r.dir }
 
 // AMQPPort returns the AMQP port (0-9-1 and 1.0 share it).
 func (r *RabbitMQ) AMQPPort() int { return r.opt.AMQPPort }
@@ -362,30 +263,13 @@ func (r *RabbitMQ) ManagementURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.opt.MgmtPort))
 }
 
-// Pid returns the pid of the node's wrapper process (its process group
-// holds the Erlang VM).
-func (r *RabbitMQ) Pid() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pid
-}
-
 // Running reports whether the node's wrapper process is alive (not a
 // zombie) and is the one of this directory: its environment names
 // DIR/mnesia, as the script's status check does.
 func (r *RabbitMQ) Running() bool {
 	pid := r.Pid()
-	if pid <= 0 {
+	if !live(pid) {
 		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
-		if s := stat[i+2]; s == 'Z' || s == 'X' {
-			return false
-		}
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
@@ -408,35 +292,15 @@ func (r *RabbitMQ) Running() bool {
 // Ctl runs rabbitmqctl against this node (e.g. "close_all_connections", "x")
 // and returns its output.
 func (r *RabbitMQ) Ctl(ctx context.Context, args ...string) (string, error) {
-	full := append([]string{r.script, "ctl", "--dir", r.dir, "--"}, args...)
-	out, err := runScript(ctx, r.script, full...)
+	out, err := r.run(ctx, append([]string{"ctl", "--dir", r.dir, "--"}, args...)...)
 	if err != nil {
 		return out, fmt.Errorf("testbroker: rabbitmqctl %s on %s: %w", strings.Join(args, " "), r.Node(), err)
 	}
 	return out, nil
 }
 
-// Kill sends SIGKILL to the node (and its epmd) and waits until it is gone.
-func (r *RabbitMQ) Kill() error {
-	if _, err := os.Stat(r.dir); err != nil {
-		return nil
-	}
-	if _, err := runScript(context.Background(), r.script, r.script, "kill", "--dir", r.dir); err != nil {
-		return fmt.Errorf("testbroker: %w", err)
-	}
-	return nil
-}
-
 // Stop shuts the node down cleanly (SIGTERM; SIGKILL after 30 s).
-func (r *RabbitMQ) Stop() error {
-	if _, err := os.Stat(r.dir); err != nil {
-		return nil
-	}
-	if _, err := runScript(context.Background(), r.script, r.script, "stop", "--dir", r.dir, "--timeout", "30"); err != nil {
-		return fmt.Errorf("testbroker: %w", err)
-	}
-	return nil
-}
+func (r *RabbitMQ) Stop() error { return r.stop(30 * time.Second) }
 
 // Restart starts the node again with the same name, ports and data (a
 // running node is killed first) and waits until it is ready.
@@ -449,37 +313,17 @@ func (r *RabbitMQ) Restart(ctx context.Context) error {
 
 // Close kills the node and removes its directory. It is idempotent.
 func (r *RabbitMQ) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	r.mu.Unlock()
-	kerr := r.Kill()
-	if kerr != nil {
-		if pid := r.Pid(); pid > 0 {
+	return r.close(func(pid int) {
+		if pid > 0 {
 			syscall.Kill(-pid, syscall.SIGKILL) //nolint:errcheck // last resort: the node's process group
 		}
-	}
-	return errors.Join(kerr, os.RemoveAll(r.dir))
+	})
 }
 
 // LogTail returns the last n lines of the node's log and of its stdout.
 func (r *RabbitMQ) LogTail(n int) string {
-	var parts []string
 	logs, _ := filepath.Glob(filepath.Join(r.dir, "log", "*.log"))
-	for _, f := range append(logs, filepath.Join(r.dir, "stdout.log")) {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		parts = append(parts, "==> "+filepath.Base(f)+" <==\n"+tailLines(string(data), n))
-	}
-	if len(parts) == 0 {
-		return "(no node log in " + r.dir + ")"
-	}
-	return strings.Join(parts, "\n")
+	return r.logTail(append(logs, filepath.Join(r.dir, "stdout.log")), n, n)
 }
 
 // RabbitQueueStats is what the management API says about one queue.

@@ -1,13 +1,15 @@
-// Package tlsconf builds the client-side *tls.Config of a broker connection
-// from the options broker URIs carry (ca, cert, key, serverName), so every
-// transport (stomp+ssl://, amqps://) reads and checks them the same way.
+// Package tlsconf builds the client side of a broker connection's TLS from the
+// options broker URIs carry (ca, cert, key, serverName), so every transport
+// (stomp+ssl://, amqps://, ssl://) reads and checks them the same way.
 package tlsconf
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 )
 
@@ -81,6 +83,23 @@ func (o Options) Config(host string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// Client runs the TLS handshake over nc as a client of host under o and
+// returns the TLS connection. On error nc is closed; a handshake error names
+// broker (a URI safe to log).
+func (o Options) Client(ctx context.Context, nc net.Conn, host string, broker fmt.Stringer) (net.Conn, error) {
+	cfg, err := o.Config(host)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls handshake with %s: %w", broker, err)
+	}
+	return tc, nil
 }
 
 // maxFile bounds what is read of a PEM file.

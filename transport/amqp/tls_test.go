@@ -2,14 +2,7 @@ package amqp
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,50 +12,21 @@ import (
 
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+
+	"github.com/brokernet/brokernet/internal/tlstest"
 )
 
 // pki writes a CA, a server certificate for 127.0.0.1 and a client
 // certificate, all PEM, into dir.
 func pki(t *testing.T, dir string) (ca, serverCert, serverKey, clientCert, clientKey string) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, IsCA: true, BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, ip bool) (string, string) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		if ip {
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalPKCS8PrivateKey(key)
-		return write(cn+".pem", "CERTIFICATE", der), write(cn+"-key.pem", "PRIVATE KEY", kder)
-	}
-	ca = write("ca.pem", "CERTIFICATE", caDER)
-	serverCert, serverKey = leaf(2, "server", x509.ExtKeyUsageServerAuth, true)
-	clientCert, clientKey = leaf(3, "client", x509.ExtKeyUsageClientAuth, false)
+	c := tlstest.SelfSigned(t, "test CA", "")
+	ca = filepath.Join(dir, "ca.pem")
+	tlstest.WriteFile(t, ca, c.PEM())
+	serverCert, serverKey = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	c.Issue(t, "server", "", x509.ExtKeyUsageServerAuth).WriteFiles(t, serverCert, serverKey)
+	clientCert, clientKey = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	c.Issue(t, "client", "", x509.ExtKeyUsageClientAuth).WriteFiles(t, clientCert, clientKey)
 	return
 }
 

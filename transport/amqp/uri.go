@@ -4,18 +4,16 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
+	"errors"
 	"net"
-	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
-	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/internal/brokeruri"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -76,59 +74,29 @@ const (
 
 const defaultIdleTimeout = 20 * time.Second
 
-// ParseURI parses s. Its errors name the offending part and never contain the password.
+// syntax is how AMQP 1.0 URIs are spelt.
+var syntax = brokeruri.Syntax{
+	Plain: "amqp", TLS: "amqps", TLSAliases: []string{"amqp+ssl", "amqp+tls"},
+	Port: DefaultPort, TLSPort: DefaultTLSPort,
+	Secret: "password", PathHint: "use ?vhost= for a virtual host", ClientCert: true,
+}
+
+// ParseURI parses s. Its errors name the offending part and never contain the
+// password. It reads none of the files the TLS options name: peers' URIs
+// (gossip) are parsed here too, and must not make this process open files.
 func ParseURI(s string) (URI, error) {
 	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: backoff.Default()}
-	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want amqp://host:port or amqps://host:port)", uriredact.Redact(s))
-	}
-	if err := uriredact.CheckUserinfo(s); err != nil {
+	p, err := brokeruri.Parse(s, syntax)
+	if err != nil {
 		return u, err
 	}
-	pu, err := url.Parse(s)
-	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the password)", uriredact.Redact(s))
-	}
-	shown := uriredact.Redact(s)
-	switch pu.Scheme {
-	case "amqp":
-		u.Port = DefaultPort
-	case "amqps", "amqp+ssl", "amqp+tls":
-		u.TLS = true
-		u.Port = DefaultTLSPort
-	default:
-		return u, fmt.Errorf("broker URI %q: unsupported scheme %q (want amqp:// or amqps://)", shown, pu.Scheme)
-	}
-	if pu.Opaque != "" || pu.Host == "" {
-		return u, fmt.Errorf("broker URI %q: missing host", shown)
-	}
-	if pu.Path != "" && pu.Path != "/" {
-		return u, fmt.Errorf("broker URI %q: unexpected path %q (use ?vhost= for a virtual host)", shown, pu.Path)
-	}
-	u.Host = pu.Hostname()
-	if _, err := netip.ParseAddr(u.Host); u.Host == "" || strings.Contains(u.Host, ":") && err != nil {
-		return u, fmt.Errorf("broker URI %q: missing or malformed host", shown)
-	}
-	if p := pu.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 || n > 65535 {
-			return u, fmt.Errorf("broker URI %q: bad port %q", shown, p)
-		}
-		u.Port = n
-	}
-	if pu.User != nil {
-		u.User = pu.User.Username()
-		u.Password, _ = pu.User.Password()
-	}
-	for key, vals := range pu.Query() {
-		v := vals[len(vals)-1]
-		bad := func(why string) error {
-			return fmt.Errorf("broker URI %q: option %s=%q: %s", shown, key, v, why)
-		}
-		switch key {
+	u.TLS, u.Host, u.Port, u.User, u.Password = p.TLS, p.Host, p.Port, p.User, p.Password
+	var tlsOpts tlsconf.Options
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
+		switch name {
 		case "vhost":
 			if v == "" {
-				return u, bad("empty vhost")
+				return true, errors.New("empty vhost")
 			}
 			u.VHost = v
 		case "containerId", "container-id":
@@ -136,57 +104,36 @@ func ParseURI(s string) (URI, error) {
 		case "idleTimeout", "heartBeat", "heartbeat":
 			d, err := backoff.ParseMillis(v)
 			if err != nil {
-				return u, bad(err.Error())
+				return true, err
 			}
 			u.IdleTimeout = d
 		case "flavor", "flavour":
 			f, ok := parseFlavour(v)
 			if !ok {
-				return u, bad("want activemq, rabbitmq or artemis")
+				return true, errors.New("want activemq, rabbitmq or artemis")
 			}
 			u.Flavour = f
 		case "stompPort":
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 || n > 65535 {
-				return u, bad("want a port number")
+				return true, errors.New("want a port number")
 			}
 			u.StompPort = n
 		case "management":
-			mu, err := url.Parse(v)
-			if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" {
-				return u, bad("want an http:// or https:// URL")
+			if err := brokeruri.ManagementURL(v); err != nil {
+				return true, err
 			}
 			u.Management = v
-		case "ca", "caFile":
-			u.CAFile = v
-		case "cert", "certFile":
-			u.CertFile = v
-		case "key", "keyFile":
-			u.KeyFile = v
-		case "serverName":
-			u.ServerName = v
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
-			if err != nil {
-				return u, bad(err.Error())
-			}
-			if !known {
-				return u, fmt.Errorf("broker URI %q: unknown option %q", shown, key)
-			}
+			return false, nil
 		}
+		return true, nil
+	})
+	u.CAFile, u.CertFile, u.KeyFile, u.ServerName = tlsOpts.CAFile, tlsOpts.CertFile, tlsOpts.KeyFile, tlsOpts.ServerName
+	if err != nil {
+		return u, err
 	}
-	if err := u.Reconnect.Check(); err != nil {
-		return u, fmt.Errorf("broker URI %q: %w", shown, err)
-	}
-	for _, o := range []struct{ name, v string }{{"ca", u.CAFile}, {"cert", u.CertFile}, {"key", u.KeyFile}, {"serverName", u.ServerName}} {
-		if o.v != "" && !u.TLS {
-			return u, fmt.Errorf("broker URI %q: option %s needs amqps://", shown, o.name)
-		}
-	}
-	if (u.CertFile == "") != (u.KeyFile == "") {
-		return u, fmt.Errorf("broker URI %q: options cert and key go together", shown)
-	}
-	return u, nil
+	return u, p.CheckTLS(tlsOpts, false)
 }
 
 func parseFlavour(v string) (transport.Flavour, bool) {
@@ -219,39 +166,17 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 
 // String renders the URI with the password redacted; it is safe to log.
 func (u URI) String() string {
-	var b strings.Builder
-	b.WriteString("amqp")
-	if u.TLS {
-		b.WriteString("s")
-	}
-	b.WriteString("://")
-	if u.User != "" {
-		b.WriteString(url.User(u.User).String())
-		if u.Password != "" {
-			b.WriteString(":***")
-		}
-		b.WriteByte('@')
-	}
-	b.WriteString(u.Addr())
+	s := brokeruri.Logged(syntax.Scheme(u.TLS), u.User, u.Password, u.Addr())
 	if u.VHost != "" {
-		b.WriteString("?vhost=" + url.QueryEscape(u.VHost))
+		s += "?vhost=" + url.QueryEscape(u.VHost)
 	}
-	return b.String()
+	return s
 }
 
 // WithSecrets renders the URI with its password and every option, so that another
 // process can dial it. Never log it.
 func (u URI) WithSecrets() string {
-	v := url.URL{Scheme: "amqp", Host: u.Addr()}
-	if u.TLS {
-		v.Scheme = "amqps"
-	}
-	if u.User != "" {
-		v.User = url.UserPassword(u.User, u.Password)
-		if u.Password == "" {
-			v.User = url.User(u.User)
-		}
-	}
+	v := url.URL{Scheme: syntax.Scheme(u.TLS), Host: u.Addr(), User: brokeruri.Userinfo(u.User, u.Password)}
 	q := url.Values{}
 	set := func(k, val string) {
 		if val != "" {
@@ -260,10 +185,6 @@ func (u URI) WithSecrets() string {
 	}
 	set("vhost", u.VHost)
 	set("containerId", u.ContainerID)
-	set("ca", u.CAFile)
-	set("cert", u.CertFile)
-	set("key", u.KeyFile)
-	set("serverName", u.ServerName)
 	set("management", u.Management)
 	if u.StompPort != 0 {
 		q.Set("stompPort", strconv.Itoa(u.StompPort))
@@ -274,38 +195,18 @@ func (u URI) WithSecrets() string {
 	if u.IdleTimeout != defaultIdleTimeout {
 		q.Set("idleTimeout", u.IdleTimeout.String())
 	}
-	u.Reconnect.AddOptions(q)
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v.String()
 }
 
-// tlsConfig builds the client TLS configuration the URI asks for.
-func (u URI) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: u.Host, MinVersion: tls.VersionTLS12}
-	if u.ServerName != "" {
-		cfg.ServerName = u.ServerName
-	}
-	if u.CAFile != "" {
-		pem, err := os.ReadFile(u.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading ca %s: %w", u.CAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca %s: no PEM certificate in it", u.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if u.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(u.CertFile, u.KeyFile)
-		if err != nil {
-			// The error names the files, never their content.
-			return nil, fmt.Errorf("loading client certificate %s / key %s: %w", u.CertFile, u.KeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+// TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
+func (u URI) TLSOptions() tlsconf.Options {
+	return tlsconf.Options{CAFile: u.CAFile, CertFile: u.CertFile, KeyFile: u.KeyFile, ServerName: u.ServerName}
 }
+
+// tlsConfig builds the client TLS configuration the URI asks for.
+func (u URI) tlsConfig() (*tls.Config, error) { return u.TLSOptions().Config(u.Host) }
 
 // EventsURI is the STOMP address of the same RabbitMQ broker, where its demand
 // (the event exchange) is read: port StompPort (default 61613), the same

@@ -280,7 +280,7 @@ func TestParseURI(t *testing.T) {
 		"stomp://h":                         `unsupported scheme "stomp"`,
 		"tcp://u:secret@h?bogus=1":          `unknown option "bogus"`,
 		"tcp://h:99999":                     `bad port "99999"`,
-		"tcp://h?ca=x":                      "need ssl://",
+		"tcp://h?ca=x":                      "needs ssl://",
 		"h:61616":                           "missing scheme",
 		"tcp://h?wireFormat.maxFrameSize=1": "wireFormat.maxFrameSize",
 	}

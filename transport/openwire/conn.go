@@ -17,13 +17,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,17 +154,9 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
 	if uri.TLS {
-		cfg, err := tlsConfig(uri)
-		if err != nil {
-			nc.Close()
+		if nc, err = uri.TLSOptions().Client(ctx, nc, uri.Host, uri); err != nil {
 			return nil, err
 		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("tls handshake with %s: %w", uri, err)
-		}
-		nc = tc
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -211,25 +200,6 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		go c.keepAlive()
 	}
 	return c, nil
-}
-
-func tlsConfig(uri URI) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: uri.Host, MinVersion: tls.VersionTLS12}
-	if uri.ServerName != "" {
-		cfg.ServerName = uri.ServerName
-	}
-	if uri.CAFile != "" {
-		pem, err := os.ReadFile(uri.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", uri.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
 }
 
 // ourWireFormat is brokernet's preferred wire format (the keys of

@@ -3,16 +3,10 @@ package openwire
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/transport"
+
+	"github.com/brokernet/brokernet/internal/tlstest"
 )
 
 // fakeBroker is just enough of an OpenWire broker, in loose encoding, for
@@ -64,31 +60,9 @@ func fakeBroker(t *testing.T, ln net.Listener, script func(nc net.Conn, br *bufi
 	}()
 }
 
-// selfSigned makes a certificate for 127.0.0.1 and returns it with its PEM.
-func selfSigned(t *testing.T) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test broker"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 func TestSSLWithCAFile(t *testing.T) {
-	cert, caPEM := selfSigned(t)
+	ca := tlstest.SelfSigned(t, "test broker", "", x509.ExtKeyUsageServerAuth)
+	cert, caPEM := ca.TLS, ca.PEM()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)

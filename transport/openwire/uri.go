@@ -1,16 +1,16 @@
 package openwire
 
 import (
-	"fmt"
+	"errors"
 	"net"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
-	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/internal/brokeruri"
+	"github.com/brokernet/brokernet/internal/tlsconf"
 )
 
 // URI is a parsed OpenWire broker address, in ActiveMQ's own spelling:
@@ -54,102 +54,65 @@ const (
 // front end can route a URI to ParseURI.
 func Schemes(scheme string) bool { return scheme == "tcp" || scheme == "ssl" }
 
+// syntax is how OpenWire URIs are spelt (ActiveMQ's tcp and ssl transport
+// connectors). They take no client certificate.
+var syntax = brokeruri.Syntax{Plain: "tcp", TLS: "ssl", Port: DefaultPort, TLSPort: DefaultTLSPort, Secret: "password"}
+
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
 	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: backoff.Default()}
-	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want tcp://host:port or ssl://host:port)", uriredact.Redact(s))
-	}
-	if err := uriredact.CheckUserinfo(s); err != nil {
+	p, err := brokeruri.Parse(s, syntax)
+	if err != nil {
 		return u, err
 	}
-	pu, err := url.Parse(s)
-	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the password)", uriredact.Redact(s))
-	}
-	shown := uriredact.Redact(s)
-	switch pu.Scheme {
-	case "tcp":
-		u.Port = DefaultPort
-	case "ssl":
-		u.TLS, u.Port = true, DefaultTLSPort
-	default:
-		return u, fmt.Errorf("broker URI %q: unsupported scheme %q (want tcp:// or ssl://)", shown, pu.Scheme)
-	}
-	if pu.Opaque != "" || pu.Host == "" {
-		return u, fmt.Errorf("broker URI %q: missing host", shown)
-	}
-	if pu.Path != "" && pu.Path != "/" {
-		return u, fmt.Errorf("broker URI %q: unexpected path %q", shown, pu.Path)
-	}
-	u.Host = pu.Hostname()
-	if _, err := netip.ParseAddr(u.Host); u.Host == "" || strings.Contains(u.Host, ":") && err != nil {
-		return u, fmt.Errorf("broker URI %q: missing or malformed host", shown)
-	}
-	if p := pu.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 || n > 65535 {
-			return u, fmt.Errorf("broker URI %q: bad port %q", shown, p)
-		}
-		u.Port = n
-	}
-	if pu.User != nil {
-		u.User = pu.User.Username()
-		u.Password, _ = pu.User.Password()
-	}
-	for key, vals := range pu.Query() {
-		v := vals[len(vals)-1]
-		bad := func(why string) error {
-			return fmt.Errorf("broker URI %q: option %s=%q: %s", shown, key, v, why)
-		}
-		switch key {
+	u.TLS, u.Host, u.Port, u.User, u.Password = p.TLS, p.Host, p.Port, p.User, p.Password
+	var tlsOpts tlsconf.Options
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
+		switch name {
 		case "clientId", "jms.clientID":
 			if !fitsUTF(v) {
-				return u, bad("too long")
+				return true, errors.New("too long")
 			}
 			u.ClientID = v
-		case "ca", "caFile":
-			u.CAFile = v
-		case "serverName":
-			u.ServerName = v
 		case "wireFormat.maxInactivityDuration":
 			d, err := backoff.ParseMillis(v)
 			if err != nil {
-				return u, bad(err.Error())
+				return true, err
 			}
 			u.MaxInactivity = d
 		case "wireFormat.maxFrameSize":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1024 {
-				return u, bad("want a number of bytes >= 1024")
+				return true, errors.New("want a number of bytes >= 1024")
 			}
 			u.MaxFrameSize = n
 		case "wireFormat.tightEncodingEnabled":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return u, bad("want true or false")
+				return true, errors.New("want true or false")
 			}
 			u.Tight = b
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
-			if err != nil {
-				return u, bad(err.Error())
-			}
-			if !known {
-				return u, fmt.Errorf("broker URI %q: unknown option %q", shown, key)
-			}
+			return false, nil
 		}
+		return true, nil
+	})
+	u.CAFile, u.ServerName = tlsOpts.CAFile, tlsOpts.ServerName
+	if err != nil {
+		return u, err
 	}
-	if err := u.Reconnect.Check(); err != nil {
-		return u, fmt.Errorf("broker URI %q: %w", shown, err)
-	}
-	if (u.CAFile != "" || u.ServerName != "") && !u.TLS {
-		return u, fmt.Errorf("broker URI %q: options ca and serverName need ssl://", shown)
+	if err := p.CheckTLS(tlsOpts, false); err != nil {
+		return u, err
 	}
 	if !fitsUTF(u.User) || !fitsUTF(u.Password) {
-		return u, fmt.Errorf("broker URI %q: user or password too long", shown)
+		return u, p.Errorf("user or password too long")
 	}
 	return u, nil
+}
+
+// TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
+func (u URI) TLSOptions() tlsconf.Options {
+	return tlsconf.Options{CAFile: u.CAFile, ServerName: u.ServerName}
 }
 
 // Addr is host:port for dialing.
@@ -172,10 +135,7 @@ func (u URI) WithSecrets() string {
 }
 
 func (u URI) url() url.URL {
-	v := url.URL{Scheme: "tcp", Host: u.Addr()}
-	if u.TLS {
-		v.Scheme = "ssl"
-	}
+	v := url.URL{Scheme: syntax.Scheme(u.TLS), Host: u.Addr()}
 	if u.User != "" || u.Password != "" {
 		v.User = url.UserPassword(u.User, u.Password)
 		if u.Password == "" {
@@ -186,12 +146,6 @@ func (u URI) url() url.URL {
 	if u.ClientID != "" {
 		q.Set("clientId", u.ClientID)
 	}
-	if u.CAFile != "" {
-		q.Set("ca", u.CAFile)
-	}
-	if u.ServerName != "" {
-		q.Set("serverName", u.ServerName)
-	}
 	if u.MaxInactivity != 30*time.Second {
 		q.Set("wireFormat.maxInactivityDuration", strconv.FormatInt(u.MaxInactivity.Milliseconds(), 10))
 	}
@@ -201,7 +155,7 @@ func (u URI) url() url.URL {
 	if u.Tight != defaultTight {
 		q.Set("wireFormat.tightEncodingEnabled", strconv.FormatBool(u.Tight))
 	}
-	u.Reconnect.AddOptions(q)
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v
 }

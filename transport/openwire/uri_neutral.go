@@ -1,7 +1,6 @@
 package openwire
 
 import (
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -28,11 +27,9 @@ func (u URI) Public() transport.URI {
 // certificate) and the reconnect policy from d.
 func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	u.User, u.Password = d.ApplyCredentials(u.User, u.Password)
-	if u.TLS && u.CAFile == "" {
-		u.CAFile = d.CAFile
+	if u.TLS {
+		u.CAFile, _, _ = d.ApplyTLS(u.CAFile, "", "")
 	}
-	if d.Reconnect != (backoff.Policy{}) {
-		u.Reconnect = d.Reconnect
-	}
+	u.Reconnect = d.ApplyReconnect(u.Reconnect)
 	return u
 }

@@ -11,7 +11,6 @@ package stomp
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -215,17 +214,9 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, error) {
 	var err error
 	if uri.TLS {
-		cfg, err := tlsConfig(uri)
-		if err != nil {
-			nc.Close()
+		if nc, err = uri.TLSOptions().Client(ctx, nc, uri.Host, uri); err != nil {
 			return nil, err
 		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("tls handshake with %s: %w", uri, err)
-		}
-		nc = tc
 	}
 	c := &Conn{
 		uri:        uri,
@@ -247,10 +238,6 @@ func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, er
 	go c.pump()
 	go c.writeLoop()
 	return c, nil
-}
-
-func tlsConfig(uri URI) (*tls.Config, error) {
-	return uri.TLSOptions().Config(uri.Host)
 }
 
 func (c *Conn) handshake(ctx context.Context, dec *decoder) error {

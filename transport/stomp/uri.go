@@ -1,15 +1,13 @@
 package stomp
 
 import (
-	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/brokeruri"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
 )
@@ -70,116 +68,54 @@ func ParseRemoteURI(s string) (URI, error) {
 	return parseURI(s, false)
 }
 
+// syntax is how STOMP URIs are spelt.
+var syntax = brokeruri.Syntax{
+	Plain: "stomp", TLS: "stomp+ssl", TLSAliases: []string{"stomp+tls", "stomps"},
+	Port: DefaultPort, TLSPort: DefaultPort,
+	Secret: "passcode", PathHint: "use ?vhost= for a virtual host", ClientCert: true,
+}
+
 func parseURI(s string, checkFiles bool) (URI, error) {
-	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default(), Port: DefaultPort}
-	shown := Redact(s)
-	if !strings.Contains(s, "://") {
-		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp://host:port or stomp+ssl://host:port)", shown)
-	}
-	if err := uriredact.CheckUserinfo(s); err != nil {
+	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default()}
+	p, err := brokeruri.Parse(s, syntax)
+	if err != nil {
 		return u, err
 	}
-	pu, err := url.Parse(s)
-	if err != nil {
-		return u, fmt.Errorf("broker URI %q: cannot parse (percent-encode special characters in the passcode)", shown)
-	}
-	switch pu.Scheme {
-	case "stomp":
-	case "stomp+ssl", "stomp+tls", "stomps":
-		u.TLS = true
-	case "":
-		return u, fmt.Errorf("broker URI %q: missing scheme (want stomp:// or stomp+ssl://)", shown)
-	default:
-		return u, fmt.Errorf("broker URI %q: unsupported scheme %q (want stomp:// or stomp+ssl://)", shown, pu.Scheme)
-	}
-	if pu.Opaque != "" || pu.Host == "" {
-		return u, fmt.Errorf("broker URI %q: missing host", shown)
-	}
-	if pu.Path != "" && pu.Path != "/" {
-		return u, fmt.Errorf("broker URI %q: unexpected path %q (use ?vhost= for a virtual host)", shown, pu.Path)
-	}
-	u.Host = pu.Hostname()
-	if _, err := netip.ParseAddr(u.Host); u.Host == "" || strings.Contains(u.Host, ":") && err != nil {
-		return u, fmt.Errorf("broker URI %q: missing or malformed host", shown)
-	}
-	if p := pu.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 || n > 65535 {
-			return u, fmt.Errorf("broker URI %q: bad port %q", shown, p)
-		}
-		u.Port = n
-	}
-	if pu.User != nil {
-		u.Login = pu.User.Username()
-		u.Passcode, _ = pu.User.Password()
-	}
-	for key, vals := range pu.Query() {
-		v := vals[len(vals)-1]
-		bad := func(why string) error {
-			return fmt.Errorf("broker URI %q: option %s=%q: %s", shown, key, v, why)
-		}
-		switch key {
+	u.TLS, u.Host, u.Port, u.Login, u.Passcode = p.TLS, p.Host, p.Port, p.User, p.Password
+	var tlsOpts tlsconf.Options
+	err = p.Options(&tlsOpts, &u.Reconnect, func(name, v string) (bool, error) {
+		switch name {
 		case "vhost", "host":
 			u.VHost = v
 		case "clientId", "client-id":
 			u.ClientID = v
-		case "ca", "caFile":
-			u.CAFile = v
-		case "cert", "certFile":
-			u.CertFile = v
-		case "key", "keyFile":
-			u.KeyFile = v
-		case "serverName":
-			u.ServerName = v
 		case "flavor", "flavour":
 			f, err := ParseFlavour(v)
 			if err != nil {
-				return u, bad(err.Error())
+				return true, err
 			}
 			u.Flavour = f
 		case "management":
-			mu, err := url.Parse(v)
-			if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" {
-				return u, fmt.Errorf("broker URI %q: option management: want http://HOST:PORT or https://HOST:PORT", shown)
+			if err := brokeruri.ManagementURL(v); err != nil {
+				return true, err
 			}
 			u.Management = v
 		case "heartBeat", "heartbeat":
 			d, err := backoff.ParseMillis(v)
 			if err != nil {
-				return u, bad(err.Error())
+				return true, err
 			}
 			u.HeartBeat = d
 		default:
-			known, err := u.Reconnect.SetOption(key, v)
-			if err != nil {
-				return u, bad(err.Error())
-			}
-			if !known {
-				return u, fmt.Errorf("broker URI %q: unknown option %q", shown, key)
-			}
+			return false, nil
 		}
+		return true, nil
+	})
+	u.CAFile, u.CertFile, u.KeyFile, u.ServerName = tlsOpts.CAFile, tlsOpts.CertFile, tlsOpts.KeyFile, tlsOpts.ServerName
+	if err != nil {
+		return u, err
 	}
-	if err := u.Reconnect.Check(); err != nil {
-		return u, fmt.Errorf("broker URI %q: %w", shown, err)
-	}
-	if !u.TLS {
-		for _, o := range []struct{ name, v string }{{"ca", u.CAFile}, {"cert", u.CertFile}, {"key", u.KeyFile}, {"serverName", u.ServerName}} {
-			if o.v != "" {
-				return u, fmt.Errorf("broker URI %q: option %s needs stomp+ssl://", shown, o.name)
-			}
-		}
-		return u, nil
-	}
-	if err := u.TLSOptions().Validate(); err != nil {
-		return u, fmt.Errorf("broker URI %q: %w", shown, err)
-	}
-	if !checkFiles {
-		return u, nil
-	}
-	if err := u.TLSOptions().Check(); err != nil {
-		return u, fmt.Errorf("broker URI %q: %w", shown, err)
-	}
-	return u, nil
+	return u, p.CheckTLS(tlsOpts, checkFiles)
 }
 
 // Addr is host:port for dialing.
@@ -187,57 +123,23 @@ func (u URI) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port
 
 // String renders the URI with the passcode redacted; it is safe to log.
 func (u URI) String() string {
-	var b strings.Builder
-	b.WriteString("stomp")
-	if u.TLS {
-		b.WriteString("+ssl")
-	}
-	b.WriteString("://")
-	if u.Login != "" {
-		b.WriteString(url.User(u.Login).String())
-		if u.Passcode != "" {
-			b.WriteString(":***")
-		}
-		b.WriteByte('@')
-	}
-	b.WriteString(u.Addr())
+	s := brokeruri.Logged(syntax.Scheme(u.TLS), u.Login, u.Passcode, u.Addr())
 	if u.VHost != "/" {
-		b.WriteString("?vhost=" + url.QueryEscape(u.VHost))
+		s += "?vhost=" + url.QueryEscape(u.VHost)
 	}
-	return b.String()
+	return s
 }
 
 // WithSecrets renders the URI with its passcode and every option, so that another
 // process can dial it. Never log it.
 func (u URI) WithSecrets() string {
-	v := url.URL{Scheme: "stomp", Host: u.Addr()}
-	if u.TLS {
-		v.Scheme = "stomp+ssl"
-	}
-	if u.Login != "" {
-		v.User = url.UserPassword(u.Login, u.Passcode)
-		if u.Passcode == "" {
-			v.User = url.User(u.Login)
-		}
-	}
+	v := url.URL{Scheme: syntax.Scheme(u.TLS), Host: u.Addr(), User: brokeruri.Userinfo(u.Login, u.Passcode)}
 	q := url.Values{}
 	if u.VHost != "/" {
 		q.Set("vhost", u.VHost)
 	}
 	if u.ClientID != "" {
 		q.Set("clientId", u.ClientID)
-	}
-	if u.CAFile != "" {
-		q.Set("ca", u.CAFile)
-	}
-	if u.CertFile != "" {
-		q.Set("cert", u.CertFile)
-	}
-	if u.KeyFile != "" {
-		q.Set("key", u.KeyFile)
-	}
-	if u.ServerName != "" {
-		q.Set("serverName", u.ServerName)
 	}
 	if u.Flavour != Unknown {
 		q.Set("flavor", u.Flavour.String())
@@ -248,7 +150,7 @@ func (u URI) WithSecrets() string {
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())
 	}
-	u.Reconnect.AddOptions(q)
+	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()
 	return v.String()
 }

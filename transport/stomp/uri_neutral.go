@@ -1,7 +1,6 @@
 package stomp
 
 import (
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -31,11 +30,9 @@ func (u URI) Public() transport.URI {
 // WithDefaults fills in credentials, TLS files and the reconnect policy from d.
 func (u URI) WithDefaults(d transport.Defaults) transport.URI {
 	u.Login, u.Passcode = d.ApplyCredentials(u.Login, u.Passcode)
-	if u.TLS && u.CAFile == "" && u.CertFile == "" {
-		u.CAFile, u.CertFile, u.KeyFile = d.CAFile, d.CertFile, d.KeyFile
+	if u.TLS {
+		u.CAFile, u.CertFile, u.KeyFile = d.ApplyTLS(u.CAFile, u.CertFile, u.KeyFile)
 	}
-	if d.Reconnect != (backoff.Policy{}) {
-		u.Reconnect = d.Reconnect
-	}
+	u.Reconnect = d.ApplyReconnect(u.Reconnect)
 	return u
 }

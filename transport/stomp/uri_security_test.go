@@ -3,22 +3,17 @@ package stomp
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokernet/brokernet/internal/tlstest"
 )
 
 // marker is the passcode the redaction tests plant; no error may contain it.
@@ -88,22 +83,12 @@ func FuzzURIRedaction(f *testing.F) {
 // malformed is an error when it is parsed, naming the file.
 func TestTLSFilesCheckedAtParse(t *testing.T) {
 	dir := t.TempDir()
-	cert, caPEM := selfSigned(t)
+	cert := tlstest.SelfSigned(t, "test broker", "", x509.ExtKeyUsageServerAuth)
 	caFile := filepath.Join(dir, "ca.pem")
 	certFile := filepath.Join(dir, "cert.pem")
 	keyFile := filepath.Join(dir, "key.pem")
-	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{
-		caFile: caPEM, certFile: caPEM,
-		keyFile: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	} {
-		if err := os.WriteFile(name, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tlstest.WriteFile(t, caFile, cert.PEM())
+	cert.WriteFiles(t, certFile, keyFile)
 	missing := filepath.Join(dir, "missing.pem")
 	tests := []struct{ name, uri, want string }{
 		{"a missing CA file", "stomp+ssl://h:1?ca=" + missing, "missing.pem"},
@@ -136,72 +121,18 @@ func TestTLSFilesCheckedAtParse(t *testing.T) {
 	}
 }
 
-// issue makes a self-signed certificate for dns (or 127.0.0.1 when empty) with
-// the given usage and writes cert and key PEM files into dir.
-func issue(t *testing.T, dir, name, dns string, usage x509.ExtKeyUsage) (tls.Certificate, *x509.CertPool, string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{usage},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	if dns != "" {
-		tmpl.DNSNames = []string{dns}
-	} else {
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	c, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool, certFile, keyFile
-}
-
 // serveTLS answers every STOMP CONNECT over TLS with cfg; it returns the address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				if _, err := frame.NewReader(nc).Read(); err != nil {
-					return
-				}
-				w := bufio.NewWriter(nc)
-				(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.Server, "ActiveMQ/5.17.2"))
-				w.Flush()
-				time.Sleep(time.Second)
-			}()
+	return tlstest.Serve(t, cfg, func(nc net.Conn) {
+		if _, err := frame.NewReader(nc).Read(); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		w := bufio.NewWriter(nc)
+		(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.Server, "ActiveMQ/5.17.2"))
+		w.Flush()
+		time.Sleep(time.Second)
+	})
 }
 
 // TestTLSClientCertificateAndServerName dials a server that requires a client
@@ -209,12 +140,16 @@ func serveTLS(t *testing.T, cfg *tls.Config) string {
 // answers only with ?cert=&key= and ?serverName=broker.example.
 func TestTLSClientCertificateAndServerName(t *testing.T) {
 	dir := t.TempDir()
-	srvCert, _, srvPEM, _ := issue(t, dir, "server", "broker.example", x509.ExtKeyUsageServerAuth)
-	_, clientPool, clientPEM, clientKey := issue(t, dir, "client", "", x509.ExtKeyUsageClientAuth)
+	srv := tlstest.SelfSigned(t, "server", "broker.example", x509.ExtKeyUsageServerAuth)
+	srvPEM := filepath.Join(dir, "server.pem")
+	tlstest.WriteFile(t, srvPEM, srv.PEM())
+	client := tlstest.SelfSigned(t, "client", "", x509.ExtKeyUsageClientAuth)
+	clientPEM, clientKey := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	client.WriteFiles(t, clientPEM, clientKey)
 	addr := serveTLS(t, &tls.Config{
-		Certificates: []tls.Certificate{srvCert},
+		Certificates: []tls.Certificate{srv.TLS},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    clientPool,
+		ClientCAs:    client.Pool(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
