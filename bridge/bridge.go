@@ -81,7 +81,7 @@ type Config struct {
 	DurableOfflineTimeout time.Duration
 	// Renames make local destinations other ones on the remote broker
 	// (rename.go); the include and exclude rules apply to local names.
-	Renames []Rename
+	Renames []destination.Rename
 	// Log receives one line per state change.
 	Log zerolog.Logger
 }

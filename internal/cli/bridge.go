@@ -49,6 +49,7 @@ type bridgeFlags struct {
 	decreasePriority bool
 	include, exclude stringList
 	staticInclude    stringList
+	rename           stringList
 	dynamicOnly      bool
 	suppressQueues   bool
 	suppressTopics   bool
@@ -78,6 +79,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.Var(&f.include, "include", "destination pattern to forward (repeatable; queue://a.>, topic://b.*, or bare for both)")
 	fs.Var(&f.exclude, "exclude", "destination pattern never to forward (repeatable; wins over --include)")
 	fs.Var(&f.staticInclude, "static-include", "destination always forwarded, with or without demand (repeatable)")
+	fs.Var(&f.rename, "rename", "LOCAL=REMOTE: the local destination is REMOTE on the remote broker (repeatable; exact names, e.g. queue://orders=queue://shop.orders)")
 	fs.BoolVar(&f.dynamicOnly, "dynamic-only", false, "only live consumers create demand (durable demand is not kept while its consumer is away)")
 	fs.BoolVar(&f.suppressQueues, "suppress-duplicate-queue-subscriptions", false, "keep only the best route to each queue consumer")
 	fs.BoolVar(&f.suppressTopics, "suppress-duplicate-topic-subscriptions", true, "keep only the best route to each topic subscriber")
@@ -124,6 +126,17 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if f.window < 1 {
 		return usagef("--window %d: must be at least 1", f.window)
 	}
+	var renames []destination.Rename
+	for _, s := range f.rename {
+		r, err := destination.ParseRename(s)
+		if err != nil {
+			return usagef("--rename: %v", err)
+		}
+		renames = append(renames, r)
+	}
+	if err := destination.CheckRenames(renames); err != nil {
+		return usagef("--rename: %v", err)
+	}
 	log, err := newLogger(e.stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
@@ -146,12 +159,14 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for _, g := range groups {
 		cfgs = append(cfgs, bridge.Config{
 			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: transport.Endpoints(g[1:]),
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
+			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline,
+			Renames: renames, Log: log,
 		})
 		if f.duplex {
 			cfgs = append(cfgs, bridge.Config{
 				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: transport.Endpoints(g[1:]), Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline, Log: log,
+				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline,
+				Renames: destination.InvertRenames(renames), Log: log,
 			})
 		}
 	}
