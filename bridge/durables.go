@@ -29,11 +29,17 @@ import (
 //     session restores them (Table.Restore), so an offline durable
 //     subscriber's demand stays kept with its messages, and destroys the
 //     demand names that none of them produces any more (Table.StaleDurables);
+//   - a remote broker that lists its durable subscriptions, online or offline
+//     (transport.DurableLister: OpenWire to ActiveMQ 5.15+, the exchange
+//     behind a networkConnector's syncDurableSubs), is asked at each session
+//     start: a restored one it no longer holds was destroyed while the bridge
+//     was away, and is forgotten with its demand (forgetDestroyedDurables);
 //   - a remote durable subscription offline longer than
 //     Config.DurableOfflineTimeout is forgotten (Table.Forget) and its demand
 //     destroyed, like ActiveMQ's offlineDurableSubscriberTimeout; without a
-//     timeout, the demand of one destroyed while the bridge was away is kept
-//     for good (never lose a message owed, at the price of that leak).
+//     timeout or a listing remote, the demand of one destroyed while the
+//     bridge was away is kept for good (never lose a message owed, at the
+//     price of that leak).
 
 // ledgerQueue is the local queue holding the ledger of the bridge with the
 // durable connection's client-id.
@@ -158,7 +164,7 @@ func (s *session) loadLedger(ctx context.Context) (*ledgerRecord, error) {
 // into the table and destroys durable demand none of them produces. Failing to
 // read the ledger is logged, not fatal: the session then works without it,
 // keeping every durable subscription it finds and leaving the ledger as it is.
-func (s *session) restoreDurables(ctx context.Context) error {
+func (s *session) restoreDurables(ctx context.Context, remote transport.Endpoint) error {
 	rec, err := s.loadLedger(ctx)
 	if err != nil {
 		// Not overwritten either: the next session may read it.
@@ -196,7 +202,58 @@ func (s *session) restoreDurables(ctx context.Context) error {
 		}
 	}
 	s.log.Info().Int("remote_durables", len(rec.Durables)).Int64("version", rec.Version).Msg("durable ledger restored")
-	return s.apply(ctx, s.table.StaleDurables(held))
+	if err := s.apply(ctx, s.table.StaleDurables(held)); err != nil {
+		return err
+	}
+	if dl, ok := remote.(transport.DurableLister); ok {
+		return s.forgetDestroyedDurables(ctx, dl)
+	}
+	return nil
+}
+
+// forgetDestroyedDurables asks the remote broker which durable subscriptions it
+// holds and forgets, with their demand, the restored ones it no longer holds:
+// they were destroyed while the bridge was away. Not knowing is logged, not
+// fatal: the demand is then kept (or left to DurableOfflineTimeout).
+func (s *session) forgetDestroyedDurables(ctx context.Context, dl transport.DurableLister) error {
+	durables := s.table.Durables()
+	if len(durables) == 0 {
+		return nil
+	}
+	held, err := dl.DurableSubscriptions(ctx, []destination.Destination{{Kind: destination.Topic, Name: ">"}})
+	if err != nil {
+		s.log.Warn().Err(err).Msg("remote durable subscriptions unknown; durable demand is kept")
+		return nil
+	}
+	// A durable subscription is its client id and name; ActiveMQ's consumer
+	// advisories of STOMP subscribers carry no client id (measured, 5.17), so
+	// those are matched by name and topic: another client's subscription of
+	// the same name on the same topic keeps the demand (kept, never lost).
+	exists := make(map[string]bool, 2*len(held))
+	for _, h := range held {
+		exists[h.ClientID+"\x00"+h.Name] = true
+		exists["\x00"+h.Name+"\x00"+h.Destination.String()] = true
+	}
+	for _, d := range durables {
+		c := d.Consumer
+		key := c.ClientID + "\x00" + c.SubscriptionName
+		if c.ClientID == "" {
+			key = "\x00" + c.SubscriptionName + "\x00" + c.Destination.String()
+		}
+		if d.Online || exists[key] {
+			continue
+		}
+		changes, forgotten := s.table.Forget(d.Consumer)
+		if !forgotten {
+			continue
+		}
+		s.log.Info().Str("destination", d.Consumer.Destination.String()).Str("subscription", d.Consumer.SubscriptionName).
+			Msg("remote durable subscription destroyed while the bridge was away; its demand goes")
+		if err := s.apply(ctx, changes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // saveLedger writes a new ledger record when the remote durable subscriptions

@@ -183,12 +183,14 @@ func (s *session) run(ctx context.Context) error {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
-	if s.cfg.DurableOfflineTimeout > 0 && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
-		// Durable demand that outlives the bridge (durables.go). Without a
-		// timeout nothing needs the ledger: an offline subscriber's durable
-		// demand stays on the local broker with its messages by itself.
+	_, lists := rep.(transport.DurableLister)
+	if (s.cfg.DurableOfflineTimeout > 0 || lists) && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
+		// Durable demand that outlives the bridge (durables.go). Only a
+		// timeout, or a remote that lists its durable subscriptions, needs the
+		// ledger; otherwise an offline subscriber's durable demand stays on
+		// the local broker with its messages by itself.
 		s.ledgerOn = true
-		if err := s.restoreDurables(ctx); err != nil {
+		if err := s.restoreDurables(ctx, rep); err != nil {
 			return err
 		}
 	}

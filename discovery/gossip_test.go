@@ -308,10 +308,21 @@ func waitConverged(t *testing.T, timeout time.Duration, ms ...*testMember) {
 	}
 }
 
+// steadyTimings are for tests that assert no member is ever removed: with
+// fastTimings a probe answered 50 ms late (a loaded CI machine) gets a live
+// member declared dead after 200 ms of suspicion. Joining and spreading a new
+// member do not depend on probing.
+func steadyTimings() GossipTimings {
+	tm := fastTimings()
+	tm.ProbeInterval, tm.ProbeTimeout, tm.SuspicionMult = time.Second, 500*time.Millisecond, 4
+	return tm
+}
+
 func TestGossipMembersDiscoverEachOther(t *testing.T) {
-	a := startMember(t, "a", nil)
-	b := startMember(t, "b", []string{a.addr()})
-	c := startMember(t, "c", []string{a.addr(), b.addr()})
+	steady := withTimings(steadyTimings())
+	a := startMember(t, "a", nil, steady)
+	b := startMember(t, "b", []string{a.addr()}, steady)
+	c := startMember(t, "c", []string{a.addr(), b.addr()}, steady)
 	start := time.Now()
 	waitConverged(t, 5*time.Second, a, b, c)
 	t.Logf("3 members converged in %s", time.Since(start).Round(time.Millisecond))
@@ -324,7 +335,7 @@ func TestGossipMembersDiscoverEachOther(t *testing.T) {
 	}
 
 	t.Run("a member joining later is added everywhere", func(t *testing.T) {
-		d := startMember(t, "d", []string{a.addr(), b.addr(), c.addr()})
+		d := startMember(t, "d", []string{a.addr(), b.addr(), c.addr()}, steady)
 		start := time.Now()
 		waitConverged(t, 5*time.Second, a, b, c, d)
 		t.Logf("4th member seen by all in %s", time.Since(start).Round(time.Millisecond))

@@ -343,3 +343,22 @@ func (m *Message) PropString(name string) string {
 	s, _ := v.(string)
 	return s
 }
+
+// DurableLister is an Endpoint whose broker can list the durable topic
+// subscriptions it holds, online or offline (OpenWire to ActiveMQ 5.15+, the
+// networkConnector's syncDurableSubs exchange): the one way a bridge can tell
+// a remote durable subscription destroyed while it was away from one whose
+// subscriber is only offline.
+type DurableLister interface {
+	// DurableSubscriptions lists the durable subscriptions on topics matching
+	// include (wildcards allowed), on a connection of its own.
+	DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]DurableSubscription, error)
+}
+
+// DurableSubscription is a durable topic subscription a broker holds.
+type DurableSubscription struct {
+	ClientID    string
+	Name        string // the subscription name
+	Destination destination.Destination
+	Selector    string
+}

@@ -1,12 +1,14 @@
 // Package faultproxy is an in-process TCP proxy for tests that puts network faults
-// between a client (the bridge) and a STOMP broker: cuts at chosen frames, half-open
-// black holes, latency and bandwidth limits.
+// between a client (the bridge) and a STOMP or AMQP 1.0 broker: cuts at chosen
+// frames, half-open black holes, latency and bandwidth limits.
 //
-// It reads each direction frame by frame (a small STOMP sniffer that keeps the
-// bytes exactly as they came), so a test can cut a connection at a point of the
-// protocol — after the SENDs before their COMMIT, after a COMMIT before its
-// RECEIPT, after the RECEIPT before the local ACK — instead of at a random moment.
-// Bytes that do not parse as STOMP are passed on unchanged in raw mode.
+// It reads each direction frame by frame (a small STOMP or AMQP 1.0 sniffer, picked
+// by the stream's first bytes, that keeps the bytes exactly as they came), so a test
+// can cut a connection at a point of the protocol — after the SENDs before their
+// COMMIT, after a COMMIT before its RECEIPT, after the RECEIPT before the local
+// ACK; over AMQP 1.0 after the transfers before their dispositions, or before the
+// receiver's disposition — instead of at a random moment. Bytes that do not parse
+// are passed on unchanged in raw mode.
 package faultproxy
 
 import (
@@ -42,10 +44,15 @@ func (d Dir) String() string {
 type Frame struct {
 	Dir  Dir
 	Conn int // connection number, 1-based, in accept order
-	// Command is the STOMP command; "" for a heart-beat (a bare end-of-line) and
-	// "RAW" for bytes that did not parse as STOMP.
+	// Command is the STOMP command, or the AMQP 1.0 performative in upper case
+	// (AMQPTransfer, …; AMQPHeader for a protocol header); "" for a heart-beat (a
+	// bare end-of-line, an empty AMQP frame) and "RAW" for bytes that did not
+	// parse.
 	Command string
 	// Header holds the key, value pairs as on the wire (escaped, repeats kept).
+	// For AMQP 1.0: "channel" and the performative's leading fields by their
+	// spec names ("handle", "delivery-id", "settled", "role" as sender or
+	// receiver, "first", "last", "state" as accepted, released, …).
 	Header []string
 	// Size is the frame's length on the wire.
 	Size int
@@ -316,14 +323,22 @@ func (p *Proxy) pump(l *link, d Dir, src, dst net.Conn) {
 	defer close(q)
 	r := bufio.NewReaderSize(src, 64<<10)
 	raw := false
+	amqp := isAMQP(r)
 	for {
 		var f Frame
 		var b []byte
 		var err error
-		if raw {
+		switch {
+		case raw:
 			b, err = readRaw(r)
 			f = Frame{Command: "RAW"}
-		} else {
+		case amqp:
+			f, b, err = readAMQPFrame(r)
+			if errors.Is(err, errNotAMQP) {
+				raw, err = true, nil
+				f.Command = "RAW"
+			}
+		default:
 			f, b, err = readFrame(r)
 			if errors.Is(err, errNotStomp) {
 				raw, err = true, nil

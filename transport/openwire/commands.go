@@ -165,6 +165,8 @@ func newDataStructure(t byte) dataStructure {
 		return &producerID{}
 	case typeBrokerID:
 		return &brokerID{}
+	case typeBrokerSubscriptionInfo:
+		return &brokerSubscriptionInfo{}
 	}
 	return nil
 }

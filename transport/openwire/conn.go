@@ -97,6 +97,9 @@ type Conn struct {
 	failOnce sync.Once
 	err      error // set before done is closed
 
+	// subInfo takes the broker's BrokerSubscriptionInfo (durablesync.go).
+	subInfo chan *brokerSubscriptionInfo
+
 	events *queue
 
 	mu      sync.Mutex                // guards waiters, subs, byValue, advisor; never held with a subscription's mu
@@ -168,6 +171,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		out:     make(chan outFrame, 1024),
 		urgent:  urgentQueue{signal: make(chan struct{}, 1)},
 		done:    make(chan struct{}),
+		subInfo: make(chan *brokerSubscriptionInfo, 1),
 		events:  newQueue(),
 		waiters: make(map[int32]func(command)),
 		subs:    make(map[string]*subscription),

@@ -81,6 +81,11 @@ func (c *Conn) handle(cmd dataStructure) {
 		c.fail(fmt.Errorf("%s: %w: %w", c.uri, transport.ErrRefused, &BrokerError{Exception: x.Exception}))
 	case *shutdownInfo:
 		c.fail(fmt.Errorf("%s: broker shut down the connection", c.uri))
+	case *brokerSubscriptionInfo:
+		select {
+		case c.subInfo <- x:
+		default: // one answer per asking connection; more are not asked for
+		}
 	case *brokerInfo, *wireFormatInfo:
 		// Sent again on some reconnections; the identity learnt at connect stays.
 	default:
