@@ -22,11 +22,11 @@ type Status struct {
 	// and the peers they lead to.
 	Nodes   []Node         `json:"nodes"`
 	Bridges []BridgeStatus `json:"bridges"`
-	// Stuck lists messages known to wait where no consumer will take them.
-	// Only StuckMeasured=true makes an empty list mean "none": measuring needs
-	// per-queue message counts from the brokers, which brokernet does not read
-	// yet; with replay on (--replay-when-no-consumers) the bridges move such
-	// messages themselves.
+	// Stuck lists the queues holding messages that a consumer on another
+	// broker waits for but no bridge can forward there and no local consumer
+	// took (bridge/stuck.go). StuckMeasured is true when every bridge measured
+	// them: only then does an empty list mean "none" (bridges that are down,
+	// or whose local broker is reached over AMQP 1.0, cannot).
 	Stuck         []Stuck `json:"stuck"`
 	StuckMeasured bool    `json:"stuck_measured"`
 }
@@ -82,16 +82,20 @@ type BridgeStatus struct {
 	Duplicates     int64               `json:"duplicates_suppressed"`
 	DeadLettered   int64               `json:"dead_lettered"`
 	Stuck          int64               `json:"stuck"`
+	StuckMeasured  bool                `json:"stuck_measured"`
 	Held           int64               `json:"held"`
 	Reconnects     int64               `json:"reconnects"`
 	Demand         []bridge.DemandInfo `json:"demand"`
 }
 
-// Stuck is a destination holding messages no consumer will take.
+// Stuck is a queue holding messages no consumer will take.
 type Stuck struct {
+	// Broker is the broker holding them (host:port).
 	Broker      string `json:"broker"`
 	Destination string `json:"destination"`
-	Messages    int64  `json:"messages"`
+	// Messages is the largest count any bridge from Broker measured (each
+	// counts those it cannot forward to its own remote broker).
+	Messages int64 `json:"messages"`
 	// Demand names where consumers for it are (broker addresses).
 	Demand []string `json:"demand"`
 }
@@ -107,6 +111,8 @@ func (s *Server) Status() Status {
 		Stuck:   []Stuck{},
 	}
 	st.Ready = len(st.Reasons) == 0
+	st.StuckMeasured = true
+	stuck := map[[2]string]*Stuck{}
 	nodes := map[string]*Node{}
 	addNode := func(n Node) {
 		if old, ok := nodes[n.Addr]; ok {
@@ -130,6 +136,20 @@ func (s *Server) Status() Status {
 		if demand == nil {
 			demand = []bridge.DemandInfo{}
 		}
+		stuckList, measured := b.Stuck()
+		st.StuckMeasured = st.StuckMeasured && measured
+		// The bridge's local broker holds them, whichever way the topology
+		// page draws it (Reverse).
+		for _, x := range stuckList {
+			k := [2]string{b.Local(), x.Destination}
+			e := stuck[k]
+			if e == nil {
+				e = &Stuck{Broker: b.Local(), Destination: x.Destination}
+				stuck[k] = e
+			}
+			e.Messages = max(e.Messages, x.Messages)
+			e.Demand = append(e.Demand, b.Remote())
+		}
 		st.Bridges = append(st.Bridges, BridgeStatus{
 			Connector: b.Connector, Peer: b.Peer, Bridge: b.Name(), Up: up,
 			Forwarded: x.Forwarded.Load(), DemandSubs: x.DemandSubs.Load(),
@@ -139,7 +159,7 @@ func (s *Server) Status() Status {
 			Rate:           s.rates.rate(b),
 			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
 			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
-			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
+			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), StuckMeasured: measured, Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
 			Demand: demand,
 		})
 		localID, remoteID := b.BrokerIDs()
@@ -155,6 +175,13 @@ func (s *Server) Status() Status {
 	}
 	slices.SortFunc(st.Bridges, func(x, y BridgeStatus) int {
 		return strings.Compare(x.Connector+"\x00"+x.Bridge, y.Connector+"\x00"+y.Bridge)
+	})
+	for _, e := range stuck {
+		slices.Sort(e.Demand)
+		st.Stuck = append(st.Stuck, *e)
+	}
+	slices.SortFunc(st.Stuck, func(x, y Stuck) int {
+		return strings.Compare(x.Broker+"\x00"+x.Destination, y.Broker+"\x00"+y.Destination)
 	})
 	st.Nodes = make([]Node, 0, len(nodes))
 	for _, n := range nodes {

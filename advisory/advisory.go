@@ -1,7 +1,7 @@
 // Package advisory turns ActiveMQ consumer advisories into typed demand
 // events (the Event type that every demand source emits; RabbitMQ's is
-// advisory/rabbit), and defines the brokernet demand tag that brokernet's own demand
-// subscriptions carry in their selectors (see Selector).
+// advisory/rabbit). The brokernet demand tag that brokernet's own demand
+// subscriptions carry in their selectors is read with package hop.
 //
 // ActiveMQ publishes a ConsumerInfo on ActiveMQ.Advisory.Consumer.Queue.<name>
 // or ActiveMQ.Advisory.Consumer.Topic.<name> when a consumer opens, and a
@@ -24,6 +24,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // Topics returns the STOMP destinations to subscribe to for consumer
@@ -116,7 +117,7 @@ type Consumer struct {
 	// Destination is the destination consumed from.
 	Destination destination.Destination
 	// Selector is the consumer's own selector, with the
-	// ConvertStringPrefix and any brokernet tag removed; "" when none (a
+	// hop.ConvertStringPrefix and any brokernet tag removed; "" when none (a
 	// selector of only white space counts as none).
 	Selector string
 	// Priority is the consumer priority (-128..127 in ActiveMQ).
@@ -309,8 +310,8 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 		brokerPath = []string{predicateBroker}
 	}
 
-	sel = strings.TrimPrefix(sel, ConvertStringPrefix)
-	user, tag, isBridge := ParseSelector(sel)
+	sel = strings.TrimPrefix(sel, hop.ConvertStringPrefix)
+	user, tag, isBridge := hop.ParseSelector(sel)
 	if strings.TrimSpace(user) == "" {
 		user = ""
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // Sample bodies, verbatim from activemq-network.md §6.1 where the document
@@ -89,7 +90,7 @@ func TestTopics(t *testing.T) {
 }
 
 func TestParseActiveMQ(t *testing.T) {
-	demandSel := Selector("color = 'red'", "R2", 1, Tag{Path: []string{"R9", "R1"}, Origin: "ID:orig-1:1:-1:1"})
+	demandSel := hop.Selector("color = 'red'", "R2", 1, hop.Tag{Path: []string{"R9", "R1"}, Origin: "ID:orig-1:1:-1:1"})
 	tests := []struct {
 		name string
 		body string
@@ -141,7 +142,7 @@ func TestParseActiveMQ(t *testing.T) {
 			name: "a brokernet demand subscription is recognised by its tag",
 			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:b-1","sessionId":-1,"value":9},
 				"destination":{"@class":"ActiveMQQueue","string":"Q"},"priority":-8,"prefetchSize":1000,
-				"selector":` + jsonString(ConvertStringPrefix+demandSel) + `}}`,
+				"selector":` + jsonString(hop.ConvertStringPrefix+demandSel) + `}}`,
 			want: Event{Kind: ConsumerAdded, Consumer: Consumer{
 				ID:          "ID:b-1:-1:9",
 				Destination: destination.Destination{Kind: destination.Queue, Name: "Q"},
@@ -153,7 +154,7 @@ func TestParseActiveMQ(t *testing.T) {
 			name: "a brokernet replay subscription is recognised by its tag",
 			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:b-1","sessionId":-1,"value":10},
 				"destination":{"@class":"ActiveMQQueue","string":"Q"},"priority":-5,"prefetchSize":1000,
-				"selector":` + jsonString(ConvertStringPrefix+ReplaySelector("color = 'red'", "R1", Tag{Path: []string{"R1"}, Origin: "replay"})) + `}}`,
+				"selector":` + jsonString(hop.ConvertStringPrefix+hop.ReplaySelector("color = 'red'", "R1", hop.Tag{Path: []string{"R1"}, Origin: "replay"})) + `}}`,
 			want: Event{Kind: ConsumerAdded, Consumer: Consumer{
 				ID:          "ID:b-1:-1:10",
 				Destination: destination.Destination{Kind: destination.Queue, Name: "Q"},
@@ -483,9 +484,9 @@ func FuzzParseActiveMQ(f *testing.F) {
 		sampleTempQueueConsumer, sampleDestinationInfo, sampleRemoveSubscriptionInfo,
 		"", "{}", "null", `{"ConsumerInfo":{}}`, `{"RemoveInfo":{"objectId":{}}}`,
 		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
-			jsonString(Selector("a = 1", "R", 1, Tag{Path: []string{"X"}, Origin: "o"})) + `}}`,
+			jsonString(hop.Selector("a = 1", "R", 1, hop.Tag{Path: []string{"X"}, Origin: "o"})) + `}}`,
 		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
-			jsonString(ReplaySelector("a = 1", "R", Tag{Path: []string{"R"}, Origin: "replay"})) + `}}`,
+			jsonString(hop.ReplaySelector("a = 1", "R", hop.Tag{Path: []string{"R"}, Origin: "replay"})) + `}}`,
 		`{"RemoveSubscriptionInfo":{"subscriptionName":"s","clientId":"c"}}`,
 	} {
 		f.Add([]byte(s), "3")

@@ -8,17 +8,17 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // slowFake is a fake broker with a back-off policy slow enough to measure.
 type slowFake struct {
 	*fakeBroker
-	policy backoff.Policy
+	policy transport.Reconnect
 }
 
-func (s slowFake) Backoff() backoff.Policy { return s.policy }
+func (s slowFake) Backoff() transport.Reconnect { return s.policy }
 
 // flap runs a bridge to a remote that drops every session once it is up (after
 // upFor), and returns the attempt number of each redial.
@@ -26,7 +26,7 @@ func flap(t *testing.T, stableAfter, upFor time.Duration, sessions int) []int {
 	t.Helper()
 	local, remote := newFakeBroker("L"), newFakeBroker("R")
 	b, err := New(Config{
-		Local: local, Remote: slowFake{remote, backoff.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}},
+		Local: local, Remote: slowFake{remote, transport.Reconnect{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}},
 		LocalID: "L", RemoteID: "R", Demand: demand.DefaultOptions(), StableAfter: stableAfter, Log: stomptest.Logger(t),
 	})
 	if err != nil {

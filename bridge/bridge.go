@@ -82,6 +82,10 @@ type Config struct {
 	// Renames make local destinations other ones on the remote broker
 	// (rename.go); the include and exclude rules apply to local names.
 	Renames []destination.Rename
+	// StuckInterval is how often stuck messages are counted on the local
+	// broker (stuck.go): a message is reported stuck once it waited that long.
+	// Default DefaultStuckInterval; negative turns the measurement off.
+	StuckInterval time.Duration
 	// Log receives one line per state change.
 	Log zerolog.Logger
 }
@@ -113,6 +117,9 @@ func (c *Config) defaults() {
 	}
 	if c.Demand.Prefetch <= 0 {
 		c.Demand.Prefetch = DefaultPrefetch
+	}
+	if c.StuckInterval == 0 {
+		c.StuckInterval = DefaultStuckInterval
 	}
 	if c.Name == "" {
 		c.Name = c.Local.Addr() + "->" + c.Remote.Addr()
@@ -175,6 +182,7 @@ type Bridge struct {
 	ids     [2]string     // local and remote broker ids, once learnt
 
 	demand demandView
+	stuck  stuckView
 }
 
 // New checks cfg and returns a bridge ready to Run.
@@ -278,6 +286,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.setUp(false)
 		b.stats.InFlight.Store(0)
 		b.publishDemand(nil)
+		b.publishStuck(nil, false)
 		if ctx.Err() != nil {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				b.log.Warn().Err(err).Msg("bridge stopped during drain")

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -54,8 +54,8 @@ func ledgerQueue(clientID string) destination.Destination {
 // permits a "brokernet." destination.
 func ledgerHops(remoteID string) []transport.Property {
 	return []transport.Property{
-		{Name: advisory.PathHeader, Value: advisory.FormatPath([]string{remoteID})},
-		{Name: advisory.HopsHeader, Value: "1000000"},
+		{Name: hop.PathHeader, Value: hop.FormatPath([]string{remoteID})},
+		{Name: hop.HopsHeader, Value: "1000000"},
 	}
 }
 
@@ -77,7 +77,7 @@ type ledgerEntry struct {
 // the demand table does.
 func durableKeyOf(rd demand.RemoteDurable) string {
 	c := rd.Consumer
-	return c.ClientID + "\x00" + c.SubscriptionName + "\x00" + advisory.FormatPath(c.Path)
+	return c.ClientID + "\x00" + c.SubscriptionName + "\x00" + hop.FormatPath(c.Path)
 }
 
 // ledgerMarkerProp marks the message a loading session sends itself to know it
@@ -105,7 +105,14 @@ func (s *session) loadLedger(ctx context.Context) (*ledgerRecord, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:]) //nolint:errcheck // never fails
 	marker := hex.EncodeToString(rnd[:])
-	if err := c.Send(ctx, &transport.Message{Destination: q, Priority: -1,
+	// Persistent like the records: ActiveMQ keeps a queue's persistent and
+	// non-persistent messages in two cursors and dispatches from the one it
+	// used last while that one has messages buffered
+	// (StoreQueueCursor.getNextCursor, 5.17), so a non-persistent marker can
+	// overtake the records and the ledger reads as empty (measured: 2 times in
+	// 10 after an earlier read that saw only its marker; never with a
+	// persistent marker).
+	if err := c.Send(ctx, &transport.Message{Destination: q, Priority: -1, Persistent: true,
 		Props: []transport.Property{{Name: ledgerMarkerProp, Value: marker}}}); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -60,8 +59,8 @@ var _ transport.Endpoint = (*fakeBroker)(nil)
 
 func (b *fakeBroker) String() string { return "fake://" + b.name }
 func (b *fakeBroker) Addr() string   { return b.name + ":0" }
-func (b *fakeBroker) Backoff() backoff.Policy {
-	return backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2}
+func (b *fakeBroker) Backoff() transport.Reconnect {
+	return transport.Reconnect{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2}
 }
 
 func (b *fakeBroker) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {

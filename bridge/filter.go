@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -50,27 +50,27 @@ const (
 )
 
 // hopVerdict applies the hop filter of the demand selector to m (see
-// advisory.Selector): not to a broker it visited, not beyond MessageTTL hops, and
+// hop.Selector): not to a broker it visited, not beyond MessageTTL hops, and
 // a topic message only toward the brokers it was sent for.
 func (s *session) hopVerdict(ds *demandSub, m *transport.Message) verdict {
 	bad := stays
 	if ds.sub.Destination.Kind == destination.Topic {
 		bad = notOurs
 	}
-	path := m.PropString(advisory.PathHeader)
+	path := m.PropString(hop.PathHeader)
 	if path == "" {
 		return forwardIt
 	}
-	if ids, err := advisory.ParsePath(path); err != nil || slices.Contains(ids, s.remoteID) {
+	if ids, err := hop.ParsePath(path); err != nil || slices.Contains(ids, s.remoteID) {
 		return bad
 	}
 	if ttl := s.cfg.Demand.MessageTTL; ttl >= 0 {
-		if hops, err := strconv.Atoi(m.PropString(advisory.HopsHeader)); err == nil && hops >= ttl {
+		if hops, err := strconv.Atoi(m.PropString(hop.HopsHeader)); err == nil && hops >= ttl {
 			return bad
 		}
 	}
 	if bad == notOurs && ds.forID != "" {
-		ids, _ := advisory.ParsePath(m.PropString(advisory.ForHeader))
+		ids, _ := hop.ParsePath(m.PropString(hop.ForHeader))
 		if !slices.Contains(ids, ds.forID) {
 			return notOurs
 		}
@@ -137,6 +137,9 @@ type heldMsg struct {
 	ds  *demandSub
 	ref transport.Ref
 	due time.Time
+	// again: the message was held and released before, and came back: no
+	// local consumer took it meanwhile (a stuck message, stuck.go).
+	again bool
 }
 
 // hold keeps a delivery unsettled until its release is due.
@@ -148,8 +151,9 @@ func (s *session) hold(ds *demandSub, m *transport.Message, ref transport.Ref) {
 	n := s.holdCounts[key]
 	s.holdCounts[key] = n + 1
 	delay := min(maxHoldDelay, time.Duration(float64(minHoldDelay)*math.Pow(1.5, float64(min(n, 20)))))
-	s.held = append(s.held, heldMsg{ds: ds, ref: ref, due: time.Now().Add(delay)})
+	s.held = append(s.held, heldMsg{ds: ds, ref: ref, due: time.Now().Add(delay), again: n > 0})
 	s.b.stats.Held.Store(int64(len(s.held)))
+	s.heldStuck()
 	s.armHoldTimer()
 }
 
@@ -200,6 +204,7 @@ func (s *session) releaseHeld(ctx context.Context) error {
 	clear(s.held[len(keep):])
 	s.held = keep
 	s.b.stats.Held.Store(int64(len(s.held)))
+	s.heldStuck()
 	for _, ds := range order {
 		if err := ds.peer.conn.Settle(ctx, ds.sub.ID, bySub[ds], transport.Released); err != nil {
 			s.localFailed = true

@@ -3,7 +3,7 @@ package bridge
 import (
 	"strconv"
 
-	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -25,10 +25,10 @@ func outgoing(m *transport.Message, localID string, forIDs []string) *transport.
 	props := make([]transport.Property, 3, len(m.Props)+3)
 	for _, p := range m.Props {
 		switch p.Name {
-		case advisory.PathHeader:
+		case hop.PathHeader:
 			path, _ = p.Value.(string)
 			continue
-		case advisory.HopsHeader:
+		case hop.HopsHeader:
 			switch v := p.Value.(type) {
 			case string:
 				hops, _ = strconv.Atoi(v)
@@ -38,15 +38,15 @@ func outgoing(m *transport.Message, localID string, forIDs []string) *transport.
 				hops = int(v)
 			}
 			continue
-		case advisory.ForHeader:
+		case hop.ForHeader:
 			continue
 		}
 		props = append(props, p)
 	}
-	props[0] = transport.Property{Name: advisory.PathHeader, Value: advisory.AppendPath(path, localID)}
-	props[1] = transport.Property{Name: advisory.HopsHeader, Value: strconv.Itoa(hops + 1)}
+	props[0] = transport.Property{Name: hop.PathHeader, Value: hop.AppendPath(path, localID)}
+	props[1] = transport.Property{Name: hop.HopsHeader, Value: strconv.Itoa(hops + 1)}
 	if len(forIDs) > 0 {
-		props[2] = transport.Property{Name: advisory.ForHeader, Value: advisory.FormatPath(forIDs)}
+		props[2] = transport.Property{Name: hop.ForHeader, Value: hop.FormatPath(forIDs)}
 	} else {
 		props = append(props[:2], props[3:]...)
 	}

@@ -329,6 +329,7 @@ func TestStuckMessagesReplay(t *testing.T) {
 			mod := func(c *bridge.Config) {
 				c.Demand.ReplayWhenNoConsumers = replay
 				c.ReplayRateLimit = tc.rate
+				c.StuckInterval = 500 * time.Millisecond
 			}
 			ab, ba := duplex(t, a, b, mod)
 			const n = 1000
@@ -371,6 +372,13 @@ func TestStuckMessagesReplay(t *testing.T) {
 				}
 				t.Logf("B consumed %d before leaving; A consumed the other %d via replay in %s (B->A forwarded %d)",
 					gotB, ca.Distinct(), time.Since(started).Round(time.Millisecond), ba.Stats().Forwarded.Load())
+				// Replayed, nothing is left stuck on B.
+				stomptest.Eventually(t, 10*time.Second, func() error {
+					if list, measured := ba.Stuck(); !measured || len(list) != 0 {
+						return fmt.Errorf("B->A stuck %v (measured %v), want none measured", list, measured)
+					}
+					return nil
+				})
 			} else {
 				waitDemand(t, ba, 1, 10*time.Second)
 				want := int64(n - cb.Count())
@@ -383,6 +391,32 @@ func TestStuckMessagesReplay(t *testing.T) {
 				if got := ba.Stats().Forwarded.Load(); got != 0 {
 					t.Fatalf("B->A forwarded %d stuck messages without replay", got)
 				}
+				// B->A sees them: demanded from A, withheld from its demand
+				// (they visited A), taken by nobody on B.
+				stomptest.Eventually(t, 15*time.Second, func() error {
+					list, measured := ba.Stuck()
+					if !measured || len(list) != 1 || list[0].Destination != "queue://stuck" || list[0].Messages != want {
+						return fmt.Errorf("B->A stuck %v (measured %v), want %d on queue://stuck", list, measured, want)
+					}
+					if got := ba.Stats().Stuck.Load(); got != want {
+						return fmt.Errorf("stuck gauge %d, want %d", got, want)
+					}
+					return nil
+				})
+				// A->B: nothing demanded from B any more, nothing stuck on A.
+				if list, measured := ab.Stuck(); !measured || len(list) != 0 {
+					t.Errorf("A->B stuck %v (measured %v), want none measured", list, measured)
+				}
+				// A consumer on B takes them: none stuck any more.
+				cb2 := stomptest.Subscribe(t, b.StompURI(), "/queue/stuck")
+				cb2.WaitDistinct(int(want), 20*time.Second)
+				stomptest.Eventually(t, 10*time.Second, func() error {
+					if list, _ := ba.Stuck(); len(list) != 0 {
+						return fmt.Errorf("B->A stuck %v after B's consumer took them", list)
+					}
+					return nil
+				})
+				t.Logf("stuck on B measured: %d (B consumed %d before leaving)", want, cb.Count())
 			}
 		})
 	}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -134,7 +134,7 @@ func (b *Bridge) publishDemand(subs map[string]*demandSub) {
 			Replay:      ds.sub.Replay,
 			Active:      ds.active,
 		}
-		if _, tag, ok := advisory.ParseSelector(ds.sub.Selector); ok {
+		if _, tag, ok := hop.ParseSelector(ds.sub.Selector); ok {
 			d.Path = slices.Clone(tag.Path)
 		}
 		out = append(out, d)

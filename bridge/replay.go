@@ -2,11 +2,11 @@ package bridge
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -16,7 +16,7 @@ import (
 type replayState struct {
 	// due carries replay subscriptions whose delay has passed; "" is the rate
 	// limiter's timer.
-	due *notifier[string]
+	due *mailbox.Mailbox[string]
 	// timers are the delays running, by subscription id; a fired one is removed,
 	// so they never accumulate over a session's life.
 	timers map[string]*time.Timer
@@ -27,7 +27,7 @@ type replayState struct {
 }
 
 func newReplayState() replayState {
-	return replayState{due: newNotifier[string](), timers: make(map[string]*time.Timer)}
+	return replayState{due: &mailbox.Mailbox[string]{}, timers: make(map[string]*time.Timer)}
 }
 
 // after makes subscription id due after d.
@@ -35,7 +35,7 @@ func (r *replayState) after(d time.Duration, id string) {
 	if t, ok := r.timers[id]; ok {
 		t.Stop()
 	}
-	r.timers[id] = time.AfterFunc(d, func() { r.due.add(id) })
+	r.timers[id] = time.AfterFunc(d, func() { r.due.Push(id) })
 }
 
 func (r *replayState) stop() {
@@ -48,7 +48,7 @@ func (r *replayState) stop() {
 // onReplayDue makes the replay subscriptions whose delay passed, if the table
 // still wants them, and forwards rate-limited replays.
 func (s *session) onReplayDue(ctx context.Context) error {
-	for _, id := range s.replay.due.take() {
+	for _, id := range s.replay.due.Take() {
 		if id == "" {
 			s.replay.limitWait = false
 			if err := s.drainReplays(ctx); err != nil {
@@ -82,7 +82,7 @@ func (s *session) drainReplays(ctx context.Context) error {
 				wait := res.DelayFrom(now)
 				res.CancelAt(now)
 				r.limitWait = true
-				time.AfterFunc(wait, func() { r.due.add("") })
+				time.AfterFunc(wait, func() { r.due.Push("") })
 			}
 			return nil
 		}
@@ -99,32 +99,4 @@ func (s *session) drainReplays(ctx context.Context) error {
 	}
 	r.queue = nil
 	return nil
-}
-
-// notifier hands values from other goroutines (timers) to the session loop
-// without ever blocking them.
-type notifier[T any] struct {
-	mu     sync.Mutex
-	items  []T
-	signal chan struct{}
-}
-
-func newNotifier[T any]() *notifier[T] { return &notifier[T]{signal: make(chan struct{}, 1)} }
-
-func (n *notifier[T]) add(v T) {
-	n.mu.Lock()
-	n.items = append(n.items, v)
-	n.mu.Unlock()
-	select {
-	case n.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (n *notifier[T]) take() []T {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	items := n.items
-	n.items = nil
-	return items
 }

@@ -150,7 +150,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.remote = newPeer(rc, "remote broker", false)
 	defer rc.Abort()
-	lc, _, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
+	lc, lep, err := dialAny(ctx, s.cfg.Local, s.cfg.LocalFailover, transport.DialOptions{})
 	if err != nil {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
@@ -237,6 +237,7 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.apply(ctx, s.table.Start()); err != nil {
 		return err
 	}
+	defer s.measureStuck(ctx, lc, lep)()
 	s.wasUp = true
 	s.b.stats.Sessions.Add(1)
 	s.b.setUp(true)
@@ -314,7 +315,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onEvent(wctx, s.durable, ev, ok, draining)
 		case ev, ok := <-s.remote.events:
 			err = s.onEvent(wctx, s.remote, ev, ok, draining)
-		case <-s.replay.due.signal:
+		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
 		case <-s.retryDue:
 			err = s.sendRetries(wctx)

@@ -293,3 +293,21 @@ func TestWithoutSelectorsDemandWithASelectorIsNotServed(t *testing.T) {
 		t.Fatalf("local holds %d, want all 10", q)
 	}
 }
+
+func TestWithoutSelectorsHeldMessagesThatCameBackAreStuck(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	consumerOn(remote, "q")
+	b, _, _ := startFake(t, local, remote, Config{})
+	local.putWith("q", 5, "BrokernetPath", "|B|", "BrokernetHops", "1") // came from B
+	waitFor(t, 2*time.Second, "the 5 from B held", func() bool { return b.Stats().Held.Load() == 5 })
+	if _, measured := b.Stuck(); !measured {
+		t.Fatal("stuck messages not measured on a broker without selectors")
+	}
+	// Released after 100 ms, nobody local takes them, they come back: stuck.
+	waitFor(t, 5*time.Second, "the 5 back and counted stuck", func() bool {
+		list, measured := b.Stuck()
+		return measured && len(list) == 1 && list[0].Destination == "queue://q" && list[0].Messages == 5 &&
+			b.Stats().Stuck.Load() == 5
+	})
+}

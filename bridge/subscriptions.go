@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -133,7 +133,7 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		return s.retireReplaced(ctx, id)
 	})
 	ds := &demandSub{sub: sub, peer: p, individual: ts.Ack == transport.Individual, bridgeFilters: bridgeFilters}
-	if _, tag, ok := advisory.ParseSelector(sub.Selector); ok {
+	if _, tag, ok := hop.ParseSelector(sub.Selector); ok {
 		ds.forID = tag.For
 	}
 	if strings.ContainsAny(sub.Destination.Name, "*>") {

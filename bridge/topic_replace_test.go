@@ -236,7 +236,6 @@ func durableHeld(t *testing.T, a *testbroker.ActiveMQ, clientID, topic, name, se
 // offline that long, counting from when its ledger saw it leave: no durable
 // demand subscription for it remains on A, and nothing accumulates there.
 func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
-	t.Skip("flaky: failed once in a full run (the second session destroyed nothing within 30 s) after passing in three; the ledger restore is under investigation")
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

@@ -1,6 +1,6 @@
 // Package config reads and validates the TOML federation file of
 // `brokernet run -c federation.toml`, and translates the <networkConnectors>
-// of an ActiveMQ activemq.xml into one (ImportActiveMQ).
+// of an ActiveMQ activemq.xml into one (package config/activemqxml).
 //
 // Keys are ActiveMQ's networkConnector attribute names, so that ActiveMQ users
 // recognise them:
@@ -35,7 +35,7 @@ import (
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Defaults of a [[networkConnector]], after ActiveMQ's NetworkBridgeConfiguration
@@ -169,8 +169,9 @@ type NetworkConnector struct {
 	// bridge uses them inverted. The destination rules apply to local names.
 	Renames []destination.Rename
 	// Reconnect is the back-off between attempts to reach a remote broker
-	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier).
-	Reconnect backoff.Policy
+	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier). Zero
+	// (possible only in code: `brokernet bridge`) leaves each broker URI's own.
+	Reconnect transport.Reconnect
 	// ReplayWhenNoConsumers sends a message back when it arrived for a
 	// consumer that has gone and no local consumer is left. Default false.
 	ReplayWhenNoConsumers bool
@@ -270,7 +271,7 @@ func DefaultConnector() NetworkConnector {
 		SuppressDuplicateTopicSubscriptions: true,
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
-		Reconnect:                           backoff.Default(),
+		Reconnect:                           transport.DefaultReconnect(),
 	}
 }
 
@@ -395,8 +396,8 @@ func label(kind, name string, i int) string {
 	return fmt.Sprintf("%s %q", kind, name)
 }
 
-// validName reports why s cannot name a broker or connector, or "".
-func validName(s string) string {
+// ValidName reports why s cannot name a broker or connector, or "".
+func ValidName(s string) string {
 	switch {
 	case s == "":
 		return "must not be empty"

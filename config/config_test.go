@@ -628,7 +628,7 @@ func TestSuggest(t *testing.T) {
 		"window2":               "window",
 		"initialReconnectDelya": "initialReconnectDelay",
 	} {
-		if got := suggest(k, connectorKeys); got != want {
+		if got := suggest(k, ConnectorKeys); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", k, got, want)
 		}
 	}
@@ -670,8 +670,14 @@ func TestValidate(t *testing.T) {
 			`networkConnector "z": consumerTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": prefetchSize: want at least 1 (network consumers do not poll), got 0`,
 			`networkConnector "z": window: want at least 1 unconfirmed message, got 0`,
-			`networkConnector "z": initialReconnectDelay: want more than 0, got 0s`,
-			`networkConnector "z": backOffMultiplier: want a number of at least 1, got 0`,
+			// A zero Reconnect leaves each broker URI's own back-off.
+		}},
+		{"a half-set back-off", func(c *Config) {
+			c.Connectors[0].Reconnect.Initial = 0
+			c.Connectors[0].Reconnect.Multiplier = 0.5
+		}, []string{
+			`networkConnector "a": initialReconnectDelay: want more than 0, got 0s`,
+			`networkConnector "a": backOffMultiplier: want a number of at least 1, got 0.5`,
 		}},
 		{"gossip without settings, and settings without gossip", func(c *Config) {
 			g := c.Connectors[0]

@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/brokernet/brokernet/internal/uriredact"
 )
 
 // decoder collects the problems and warnings of one file.
@@ -298,7 +299,7 @@ func (t *table) array(key string) []*table {
 func describe(v any) string {
 	switch x := v.(type) {
 	case string:
-		return "string " + strconv.Quote(shorten(redactString(x)))
+		return "string " + strconv.Quote(uriredact.Shorten(uriredact.All(x)))
 	case int64:
 		return fmt.Sprintf("integer %d", x)
 	case float64:
@@ -313,43 +314,6 @@ func describe(v any) string {
 		return "table"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// shorten cuts s to a length that fits a message line.
-func shorten(s string) string {
-	const max = 60
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
-
-// redactString hides whatever lies between "://" and the last "@" of each
-// URI-looking part of s, where a passcode would be.
-func redactString(s string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "://")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i+3])
-		rest := s[i+3:]
-		end := strings.IndexAny(rest, ",)/? \t")
-		if end < 0 {
-			end = len(rest)
-		}
-		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-			b.WriteString("***@")
-			rest = rest[at+1:]
-		}
-		s = rest
-	}
 }
 
 // hostPort validates a host:port address. With anyPort, port 0 is allowed

@@ -53,21 +53,3 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
-
-// FuzzImportActiveMQ checks that ImportActiveMQ never panics and that what it
-// returns without error parses.
-func FuzzImportActiveMQ(f *testing.F) {
-	if data, err := os.ReadFile("../testdata/activemq-network.xml"); err == nil {
-		f.Add(data)
-	}
-	f.Add(amq(`<networkConnectors><networkConnector name="m" uri="multicast://default"/><networkConnector uri="static:(failover:(tcp://a:1,tcp://b:2))?useExponentialBackOff=false"/></networkConnectors>`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out, _, err := ImportActiveMQ(data, "")
-		if err != nil {
-			return
-		}
-		if _, err := Parse("imported.toml", []byte(out)); err != nil {
-			t.Fatalf("import without error does not parse: %v\n%s", err, out)
-		}
-	})
-}

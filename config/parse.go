@@ -16,6 +16,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/tlsconf"
+	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/amqp"
 	"github.com/brokernet/brokernet/transport/endpoint"
@@ -24,11 +25,13 @@ import (
 
 // Keys each table accepts.
 var (
-	topKeys       = []string{"log", "admin", "broker", "networkConnector"}
-	logKeys       = []string{"level", "format"}
-	adminKeys     = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
-	brokerKeys    = []string{"name", "uri", "id"}
-	connectorKeys = []string{
+	topKeys    = []string{"log", "admin", "broker", "networkConnector"}
+	logKeys    = []string{"level", "format"}
+	adminKeys  = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
+	brokerKeys = []string{"name", "uri", "id"}
+	// ConnectorKeys are the keys of a [[networkConnector]] table, in the
+	// order a written file lists them (the ActiveMQ importer's); read only.
+	ConnectorKeys = []string{
 		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
 		"conduitSubscriptions", "dynamicOnly", "decreaseNetworkConsumerPriority", "consumerPriorityBase",
 		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions", "prefetchSize", "window",
@@ -105,9 +108,9 @@ func syntaxError(file string, err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return &Errors{{File: file, Line: pe.Position.Line, Col: pe.Position.Col,
-			Msg: "TOML syntax: " + redactString(pe.Message)}}
+			Msg: "TOML syntax: " + uriredact.All(pe.Message)}}
 	}
-	return &Errors{{File: file, Msg: "TOML: " + redactString(err.Error())}}
+	return &Errors{{File: file, Msg: "TOML: " + uriredact.All(err.Error())}}
 }
 
 // logAdmin decodes [log] and [admin].
@@ -119,14 +122,14 @@ func (d *decoder) logAdmin(root *table, cfg *Config) {
 			if v, ok := oneOf(s, "trace", "debug", "info", "warn", "error"); ok {
 				cfg.Log.Level = v
 			} else {
-				t.errorf("level", "unknown level %q; want trace, debug, info, warn or error", shorten(s))
+				t.errorf("level", "unknown level %q; want trace, debug, info, warn or error", uriredact.Shorten(s))
 			}
 		}
 		if s, ok := t.str("format"); ok {
 			if v, ok := oneOf(s, "json", "console"); ok {
 				cfg.Log.Format = v
 			} else {
-				t.errorf("format", "unknown format %q; want json or console", shorten(s))
+				t.errorf("format", "unknown format %q; want json or console", uriredact.Shorten(s))
 			}
 		}
 	}
@@ -135,7 +138,7 @@ func (d *decoder) logAdmin(root *table, cfg *Config) {
 		t.check(adminKeys, nil)
 		if s, ok := t.str("listen"); ok && s != "" {
 			if why := hostPort(s, true, false); why != "" {
-				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, shorten(s))
+				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, uriredact.Shorten(s))
 			} else {
 				cfg.Admin.Listen = s
 			}
@@ -197,7 +200,7 @@ func (d *decoder) brokers(root *table) []*brokerEntry {
 		t.label = label("broker", "", i)
 		e := &brokerEntry{t: t}
 		if s, ok := t.str("name"); ok {
-			if why := validName(s); why != "" {
+			if why := ValidName(s); why != "" {
 				t.errorf("name", "%s", why)
 			} else {
 				e.b.Name = s
@@ -227,7 +230,7 @@ func (d *decoder) brokers(root *table) []*brokerEntry {
 			t.missingf("uri", "missing: want the local broker's URI (stomp://, amqp://, tcp://, ...)")
 		}
 		if s, ok := t.str("id"); ok && s != "" {
-			if why := validName(s); why != "" {
+			if why := ValidName(s); why != "" {
 				t.errorf("id", "%s", why)
 			} else {
 				e.b.ID = s
@@ -263,7 +266,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	nc.Line = t.at("", -1).line
 	t.label = label("networkConnector", "", i)
 	if s, ok := t.str("name"); ok {
-		if why := validName(s); why != "" {
+		if why := ValidName(s); why != "" {
 			t.errorf("name", "%s", why)
 		} else {
 			nc.Name = s
@@ -272,7 +275,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	} else if !t.has("name") {
 		t.missingf("name", "missing: every [[networkConnector]] needs a unique name")
 	}
-	t.check(connectorKeys, activemqOnly)
+	t.check(ConnectorKeys, activemqOnly)
 
 	if s, ok := t.str("broker"); ok {
 		nc.Broker, e.brokerGiven = s, true
@@ -353,8 +356,8 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	}
 	if s, ok := t.str("remoteId"); ok && s != "" {
 		switch {
-		case validName(s) != "":
-			t.errorf("remoteId", "%s", validName(s))
+		case ValidName(s) != "":
+			t.errorf("remoteId", "%s", ValidName(s))
 		case e.uriOK && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1):
 			t.errorf("remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); this uri finds several")
 		default:
@@ -499,7 +502,7 @@ func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
 	bindOK := !g.has("bind")
 	if s, ok := g.str("bind"); ok {
 		if why := hostPort(s, true, false); why != "" {
-			g.errorf("bind", "%s, got %q", why, shorten(s))
+			g.errorf("bind", "%s, got %q", why, uriredact.Shorten(s))
 		} else {
 			bindOK = true
 			gs.Bind = s
@@ -507,7 +510,7 @@ func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
 	}
 	if s, ok := g.str("advertise"); ok && s != "" {
 		if why := hostPort(s, false, true); why != "" {
-			g.errorf("advertise", "%s, got %q (or \"\" to let memberlist choose)", why, shorten(s))
+			g.errorf("advertise", "%s, got %q (or \"\" to let memberlist choose)", why, uriredact.Shorten(s))
 		} else {
 			gs.Advertise = s
 		}
@@ -515,7 +518,7 @@ func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
 	vals, idx, _ := g.stringList("join")
 	for j, s := range vals {
 		if why := joinAddr(s); why != "" {
-			g.elemErrorf("join", idx[j], "%s, got %q", why, shorten(s))
+			g.elemErrorf("join", idx[j], "%s, got %q", why, uriredact.Shorten(s))
 			continue
 		}
 		gs.Join = append(gs.Join, s)
@@ -525,11 +528,11 @@ func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
 		case GossipTimingsLAN, GossipTimingsFast:
 			gs.Timings = s
 		default:
-			g.errorf("timings", "unknown timings %q; want %q or %q", shorten(s), GossipTimingsLAN, GossipTimingsFast)
+			g.errorf("timings", "unknown timings %q; want %q or %q", uriredact.Shorten(s), GossipTimingsLAN, GossipTimingsFast)
 		}
 	}
 	if s, ok := g.str("nodeName"); ok && s != "" {
-		if why := validName(s); why != "" {
+		if why := ValidName(s); why != "" {
 			g.errorf("nodeName", "%s", why)
 		} else {
 			gs.NodeName = s
@@ -653,7 +656,7 @@ func (d *decoder) link(brokers []*brokerEntry, conns []*connEntry) {
 		case c.brokerGiven:
 			b = byName[nc.Broker]
 			if b == nil && len(names) > 0 {
-				msg := fmt.Sprintf("unknown broker %q", shorten(nc.Broker))
+				msg := fmt.Sprintf("unknown broker %q", uriredact.Shorten(nc.Broker))
 				if s := suggest(nc.Broker, names); s != "" {
 					msg += fmt.Sprintf("; did you mean %q?", s)
 				} else {

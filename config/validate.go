@@ -8,7 +8,10 @@ import (
 	"net"
 
 	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
@@ -36,14 +39,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, Error{Table: table, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	if _, ok := oneOf(c.Log.Level, "trace", "debug", "info", "warn", "error"); !ok || c.Log.Level == "" {
-		add("log", "level", "unknown level %q; want trace, debug, info, warn or error", shorten(c.Log.Level))
+		add("log", "level", "unknown level %q; want trace, debug, info, warn or error", uriredact.Shorten(c.Log.Level))
 	}
 	if _, ok := oneOf(c.Log.Format, "json", "console"); !ok {
-		add("log", "format", "unknown format %q; want json or console", shorten(c.Log.Format))
+		add("log", "format", "unknown format %q; want json or console", uriredact.Shorten(c.Log.Format))
 	}
 	if c.Admin.Listen != "" {
 		if why := hostPort(c.Admin.Listen, true, false); why != "" {
-			add("admin", "listen", "%s, got %q", why, shorten(c.Admin.Listen))
+			add("admin", "listen", "%s, got %q", why, uriredact.Shorten(c.Admin.Listen))
 		} else if err := admin.CheckExposure(c.Admin.Listen, admin.Security{Token: c.Admin.Token, Insecure: c.Admin.Insecure}); err != nil {
 			add("admin", "listen", "%v", err)
 		}
@@ -55,7 +58,7 @@ func (c *Config) Validate() error {
 	brokers := map[string]Broker{}
 	for i, b := range c.Brokers {
 		tbl := label("broker", b.Name, i)
-		if why := validName(b.Name); why != "" {
+		if why := ValidName(b.Name); why != "" {
 			add(tbl, "name", "%s", why)
 		} else if _, dup := brokers[b.Name]; dup {
 			add(tbl, "name", "duplicate broker name %q", b.Name)
@@ -68,8 +71,8 @@ func (c *Config) Validate() error {
 		default:
 			add(tbl, "uri", "want one broker URI or masterslave:(...) with at least two, got %v with %d URI(s)", b.URI.Kind, len(b.URI.URIs))
 		}
-		if b.ID != "" && validName(b.ID) != "" {
-			add(tbl, "id", "%s", validName(b.ID))
+		if b.ID != "" && ValidName(b.ID) != "" {
+			add(tbl, "id", "%s", ValidName(b.ID))
 		}
 	}
 
@@ -78,7 +81,7 @@ func (c *Config) Validate() error {
 	var binds []bind
 	for i, nc := range c.Connectors {
 		tbl := label("networkConnector", nc.Name, i)
-		if why := validName(nc.Name); why != "" {
+		if why := ValidName(nc.Name); why != "" {
 			add(tbl, "name", "%s", why)
 		} else if names[nc.Name] {
 			add(tbl, "name", "duplicate connector name %q", nc.Name)
@@ -86,7 +89,7 @@ func (c *Config) Validate() error {
 		names[nc.Name] = true
 		b, ok := brokers[nc.Broker]
 		if !ok {
-			add(tbl, "broker", "unknown broker %q", shorten(nc.Broker))
+			add(tbl, "broker", "unknown broker %q", uriredact.Shorten(nc.Broker))
 		}
 		switch {
 		case nc.URI.Kind == discovery.Static && len(nc.URI.URIs) >= 1:
@@ -121,14 +124,19 @@ func (c *Config) Validate() error {
 		if nc.Window < 1 {
 			add(tbl, "window", "want at least 1 unconfirmed message, got %d", nc.Window)
 		}
+		if err := destination.CheckRenames(nc.Renames); err != nil {
+			add(tbl, "renames", "%v", err)
+		}
 		r := nc.Reconnect
 		switch {
+		case r == transport.Reconnect{}:
+			// Zero, set in code (`brokernet bridge`): each broker URI's own.
 		case r.Initial <= 0:
 			add(tbl, "initialReconnectDelay", "want more than 0, got %s", r.Initial)
 		case r.Max < r.Initial:
 			add(tbl, "maxReconnectDelay", "%s is below initialReconnectDelay %s", r.Max, r.Initial)
 		}
-		if math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1 {
+		if r != (transport.Reconnect{}) && (math.IsNaN(r.Multiplier) || math.IsInf(r.Multiplier, 0) || r.Multiplier < 1) {
 			add(tbl, "backOffMultiplier", "want a number of at least 1, got %v", r.Multiplier)
 		}
 		if nc.ReplayDelay < 0 {
@@ -138,13 +146,16 @@ func (c *Config) Validate() error {
 			add(tbl, "durableOfflineTimeout", "want at least 0, got %s", nc.DurableOfflineTimeout)
 		}
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
-			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI))")
+			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); %s has %d", nc.URI, len(nc.URI.URIs))
+		}
+		if ok && nc.RemoteID != "" && nc.RemoteID == b.ID {
+			add(tbl, "remoteId", "%q is also the id of the local broker %q: local and remote broker would have the same id", nc.RemoteID, b.Name)
 		}
 		if nc.Password != "" && nc.UserName == "" {
 			add(tbl, "passwordFile", "a password needs userName too")
 		}
-		if nc.RemoteID != "" && validName(nc.RemoteID) != "" {
-			add(tbl, "remoteId", "%s", validName(nc.RemoteID))
+		if nc.RemoteID != "" && ValidName(nc.RemoteID) != "" {
+			add(tbl, "remoteId", "%s", ValidName(nc.RemoteID))
 		}
 		g := nc.Gossip
 		switch {
@@ -157,7 +168,7 @@ func (c *Config) Validate() error {
 			continue
 		}
 		if why := hostPort(g.Bind, true, false); why != "" {
-			add(tbl, "gossip.bind", "%s, got %q", why, shorten(g.Bind))
+			add(tbl, "gossip.bind", "%s, got %q", why, uriredact.Shorten(g.Bind))
 		} else if host, port, _ := net.SplitHostPort(g.Bind); port != "0" {
 			for _, o := range binds {
 				if o.port == port && (o.host == host || isAnyHost(host) || isAnyHost(o.host)) {
@@ -169,16 +180,16 @@ func (c *Config) Validate() error {
 		}
 		if g.Advertise != "" {
 			if why := hostPort(g.Advertise, false, true); why != "" {
-				add(tbl, "gossip.advertise", "%s, got %q", why, shorten(g.Advertise))
+				add(tbl, "gossip.advertise", "%s, got %q", why, uriredact.Shorten(g.Advertise))
 			}
 		}
 		for j, s := range g.Join {
 			if why := joinAddr(s); why != "" {
-				add(tbl, fmt.Sprintf("gossip.join[%d]", j), "%s, got %q", why, shorten(s))
+				add(tbl, fmt.Sprintf("gossip.join[%d]", j), "%s, got %q", why, uriredact.Shorten(s))
 			}
 		}
-		if g.NodeName != "" && validName(g.NodeName) != "" {
-			add(tbl, "gossip.nodeName", "%s", validName(g.NodeName))
+		if g.NodeName != "" && ValidName(g.NodeName) != "" {
+			add(tbl, "gossip.nodeName", "%s", ValidName(g.NodeName))
 		}
 		if n := len(g.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
 			add(tbl, "gossip.secretKeyFile", "got a %d-byte key; want 16, 24 or 32 bytes", n)

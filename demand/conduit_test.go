@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/hop"
 )
 
 func TestOrSelectors(t *testing.T) {
@@ -114,7 +115,7 @@ func TestConduitSelectorReplacement(t *testing.T) {
 					if wantID := map[Action]string{Joined: nw.Sub.ID, Left: old.Sub.ID}[d.Action]; d.SubID != wantID {
 						t.Fatalf("step %d: decision names %s, want %s", i, d.SubID, wantID)
 					}
-					if u, _, _ := advisory.ParseSelector(nw.Sub.Selector); u != w.user {
+					if u, _, _ := hop.ParseSelector(nw.Sub.Selector); u != w.user {
 						t.Fatalf("step %d: new selector %q carries user %q", i, nw.Sub.Selector, u)
 					}
 				}

@@ -54,6 +54,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // ActiveMQ's consumer priority is a Java byte.
@@ -76,10 +77,10 @@ type Subscription struct {
 	// Destination is the destination to subscribe to. For a static include
 	// it may contain wildcards.
 	Destination destination.Destination
-	// Selector is the full selector built by advisory.Selector: the user
+	// Selector is the full selector built by hop.Selector: the user
 	// selector, the hop filter for RemoteID and MessageTTL, and the tag with
 	// the demand's path plus RemoteID and its origin. A replay
-	// subscription's is built by advisory.ReplaySelector instead.
+	// subscription's is built by hop.ReplaySelector instead.
 	Selector string
 	// UserSelector is the user part of Selector: the remote consumer's own
 	// selector, the selector shared by a topic conduit subscription's
@@ -455,7 +456,7 @@ func (t *Table) Apply(ev advisory.Event) ([]Change, Decision) {
 		d.SubID = s.liveID()
 		switch {
 		case d.SubID == "":
-			d.Action, d.Reason = Suppressed, ReasonSuppressed+advisory.FormatPath(t.suppressor(s))
+			d.Action, d.Reason = Suppressed, ReasonSuppressed+hop.FormatPath(t.suppressor(s))
 		case s.key.kind == staticSlot || len(s.members) > 1:
 			d.Action = Joined
 		default:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 var (
@@ -360,11 +361,11 @@ func TestSubscriptionFields(t *testing.T) {
 			if s.Priority != tt.wantPriority || s.Prefetch != 77 || s.Destination != tt.c.Destination || s.UserSelector != tt.c.Selector {
 				t.Fatalf("subscription %+v", s)
 			}
-			user, tag, ok := advisory.ParseSelector(s.Selector)
+			user, tag, ok := hop.ParseSelector(s.Selector)
 			if !ok || user != tt.c.Selector || !slices.Equal(tag.Path, tt.wantPath) || tag.Origin != tt.wantOrigin {
 				t.Fatalf("selector %q parses as %q, %+v, %v", s.Selector, user, tag, ok)
 			}
-			if want := advisory.Selector(tt.c.Selector, "R", max(o.MessageTTL, -1), tag); s.Selector != want {
+			if want := hop.Selector(tt.c.Selector, "R", max(o.MessageTTL, -1), tag); s.Selector != want {
 				t.Fatalf("selector %q, want %q", s.Selector, want)
 			}
 			if !strings.Contains(s.Selector, "NOT LIKE '%|R|%'") {
@@ -503,7 +504,7 @@ func TestConduitTag(t *testing.T) {
 	if !ok || s.Priority != 3 || !slices.Equal(s.Consumers, []string{"c2"}) {
 		t.Fatalf("Lookup = %+v, %v; want the first consumer's priority", s, ok)
 	}
-	if _, tag, _ := advisory.ParseSelector(s.Selector); tag.Origin != "conduit:R:queue://orders" || !slices.Equal(tag.Path, []string{"R"}) {
+	if _, tag, _ := hop.ParseSelector(s.Selector); tag.Origin != "conduit:R:queue://orders" || !slices.Equal(tag.Path, []string{"R"}) {
 		t.Fatalf("tag %+v, want the group's origin", tag)
 	}
 	// Once the group is empty, the next first consumer sets the priority.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // Durable topic demand follows ActiveMQ's DurableConduitBridge
@@ -29,7 +30,7 @@ import (
 type durableKey struct {
 	clientID string
 	name     string
-	path     string // advisory.FormatPath of the consumer's path
+	path     string // hop.FormatPath of the consumer's path
 }
 
 // String renders the key for a slotKey id and for hashing, unambiguously.
@@ -52,7 +53,7 @@ type durableRec struct {
 // subscriber that comes back with another topic or selector has had its
 // subscription re-created by ActiveMQ.
 func (t *Table) durableFor(c advisory.Consumer) *durableRec {
-	key := durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}
+	key := durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: hop.FormatPath(c.Path)}
 	rec, ok := t.durables[key]
 	if ok && rec.dest != c.Destination {
 		t.detachRecord(rec)
@@ -253,7 +254,7 @@ func (t *Table) Restore(recs []RemoteDurable) (skipped int) {
 	for _, rd := range recs {
 		c := normalize(rd.Consumer)
 		c.ID = ""
-		key := durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}
+		key := durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: hop.FormatPath(c.Path)}
 		if !isDurable(c) || t.reject(c) != "" {
 			skipped++
 			continue
@@ -330,7 +331,7 @@ func (t *Table) StaleDurables(held []Subscription) []Change {
 // from the remote broker's advisories. It reports whether c was forgotten.
 func (t *Table) Forget(c advisory.Consumer) ([]Change, bool) {
 	c = normalize(c)
-	rec, ok := t.durables[durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: advisory.FormatPath(c.Path)}]
+	rec, ok := t.durables[durableKey{clientID: c.ClientID, name: c.SubscriptionName, path: hop.FormatPath(c.Path)}]
 	if !ok || len(rec.active) > 0 {
 		return nil, false
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // The local broker's consumer advisories tell the table two things that
@@ -162,7 +163,7 @@ func (t *Table) ApplyLocal(ev advisory.Event) ([]Change, Decision) {
 		// Say so when this route withdrew or withheld one of ours.
 		for _, s := range t.own[lc.route] {
 			if len(s.members) > 0 && s.cur == nil && lc.rank.better(s.rankOf()) {
-				d.Reason = ReasonSuppressed + advisory.FormatPath(lc.c.Path)
+				d.Reason = ReasonSuppressed + hop.FormatPath(lc.c.Path)
 				break
 			}
 		}
@@ -357,10 +358,10 @@ func (t *Table) replaySpec(d destination.Destination) *Subscription {
 	}
 	user := orSelectors(sels)
 	path := []string{t.opts.RemoteID}
-	tag := advisory.Tag{Path: path, Origin: replayOrigin, Replay: true}
+	tag := hop.Tag{Path: path, Origin: replayOrigin, Replay: true}
 	return &Subscription{
 		Destination:  d,
-		Selector:     advisory.ReplaySelector(user, t.opts.RemoteID, tag),
+		Selector:     hop.ReplaySelector(user, t.opts.RemoteID, tag),
 		UserSelector: user,
 		Priority:     t.priority(0, path),
 		Prefetch:     t.opts.Prefetch,

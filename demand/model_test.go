@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // model is the churn test's independent statement of the rules. It knows
@@ -72,7 +73,7 @@ func durableConsumer(c advisory.Consumer) bool {
 }
 
 func keyOf(c advisory.Consumer) mKey {
-	return mKey{c.ClientID, c.SubscriptionName, advisory.FormatPath(c.Path)}
+	return mKey{c.ClientID, c.SubscriptionName, hop.FormatPath(c.Path)}
 }
 
 // sameDemand restates which changes of a consumer matter.
@@ -434,13 +435,13 @@ func (m *model) check(t testing.TB, tbl *Table) {
 // subscription.
 func (m *model) checkSubscription(t testing.TB, s Subscription) {
 	t.Helper()
-	user, tag, ok := advisory.ParseSelector(s.Selector)
+	user, tag, ok := hop.ParseSelector(s.Selector)
 	if !ok || user != s.UserSelector || tag.Replay != s.Replay {
 		t.Fatalf("subscription %+v: selector parses as %q %+v %v", s, user, tag, ok)
 	}
 	switch {
 	case s.Replay:
-		if want := advisory.ReplaySelector(s.UserSelector, m.o.RemoteID, tag); s.Selector != want || !slices.Equal(tag.Path, []string{m.o.RemoteID}) {
+		if want := hop.ReplaySelector(s.UserSelector, m.o.RemoteID, tag); s.Selector != want || !slices.Equal(tag.Path, []string{m.o.RemoteID}) {
 			t.Fatalf("replay subscription %+v, want selector %q", s, want)
 		}
 		return
@@ -450,7 +451,7 @@ func (m *model) checkSubscription(t testing.TB, s Subscription) {
 		}
 		return
 	}
-	if want := advisory.Selector(s.UserSelector, m.o.RemoteID, m.o.MessageTTL, tag); s.Selector != want {
+	if want := hop.Selector(s.UserSelector, m.o.RemoteID, m.o.MessageTTL, tag); s.Selector != want {
 		t.Fatalf("subscription %s: selector %q, want %q", s.ID, s.Selector, want)
 	}
 	first := m.remote[s.Consumers[0]]

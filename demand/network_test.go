@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // consumerAdvisory renders the ConsumerInfo advisory that ActiveMQ publishes
@@ -31,7 +32,7 @@ func consumerAdvisory(t *testing.T, broker, connection string, value int, d dest
 		"optimizedAcknowledge": false, "noRangeAcks": false,
 	}
 	if selector != "" {
-		info["selector"] = advisory.ConvertStringPrefix + selector
+		info["selector"] = hop.ConvertStringPrefix + selector
 	}
 	body, err := json.Marshal(map[string]any{"ConsumerInfo": info})
 	if err != nil {
@@ -144,7 +145,7 @@ func TestChain(t *testing.T) {
 				}
 				s := changes[0].Sub
 				priorities = append(priorities, s.Priority)
-				_, tag, _ := advisory.ParseSelector(s.Selector)
+				_, tag, _ := hop.ParseSelector(s.Selector)
 				lastPath = tag.Path
 				if tag.Origin != "conduit:R1:topic://prices" {
 					t.Fatalf("origin %q lost along the chain", tag.Origin)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 func replayOptions() Options {
@@ -122,8 +123,8 @@ func TestReplaySelectorFollowsDemand(t *testing.T) {
 	if len(r) != 1 {
 		t.Fatalf("replay subscriptions %+v", r)
 	}
-	tag := advisory.Tag{Path: []string{"R"}, Origin: "replay", Replay: true}
-	if s := r[0]; s.UserSelector != "a = 1" || s.Selector != advisory.ReplaySelector("a = 1", "R", tag) ||
+	tag := hop.Tag{Path: []string{"R"}, Origin: "replay", Replay: true}
+	if s := r[0]; s.UserSelector != "a = 1" || s.Selector != hop.ReplaySelector("a = 1", "R", tag) ||
 		s.Priority != -5 || s.Prefetch != DefaultPrefetch || s.Static || s.DurableName != "" || len(s.Consumers) != 0 {
 		t.Fatalf("replay subscription %+v", s)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // A slot is one place where the table may want a subscription: a demand
@@ -303,13 +304,13 @@ func orSelectors(sels []string) string {
 // demandSpec is the subscription a demand group needs.
 func (t *Table) demandSpec(s *slot) *Subscription {
 	user := orSelectors(s.selectors())
-	tag := advisory.Tag{Path: s.path, Origin: s.origin}
+	tag := hop.Tag{Path: s.path, Origin: s.origin}
 	if s.key.dest.Kind == destination.Topic && len(s.path) > 0 {
 		tag.For = s.path[0]
 	}
 	sub := &Subscription{
 		Destination:  s.key.dest,
-		Selector:     advisory.Selector(user, t.opts.RemoteID, t.opts.MessageTTL, tag),
+		Selector:     hop.Selector(user, t.opts.RemoteID, t.opts.MessageTTL, tag),
 		UserSelector: user,
 		Priority:     s.priority,
 		Prefetch:     t.opts.Prefetch,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // StaticOrigin is the tag origin of static include subscriptions. Other
@@ -204,7 +205,7 @@ func (t *Table) staticSpec(s *slot) *Subscription {
 	path := []string{t.opts.RemoteID}
 	return &Subscription{
 		Destination: s.key.dest,
-		Selector:    advisory.Selector("", t.opts.RemoteID, t.opts.MessageTTL, advisory.Tag{Path: path, Origin: StaticOrigin}),
+		Selector:    hop.Selector("", t.opts.RemoteID, t.opts.MessageTTL, hop.Tag{Path: path, Origin: StaticOrigin}),
 		Priority:    t.priority(0, path),
 		Prefetch:    t.opts.Prefetch,
 		Static:      true,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 func staticOptions(t *testing.T, include []string, exclude ...string) Options {
@@ -55,11 +56,11 @@ func TestStartStaticIncludes(t *testing.T) {
 				if ch.Kind != Subscribe || !s.Static || s.Replay || s.DurableName != "" || s.UserSelector != "" || len(s.Consumers) != 0 {
 					t.Fatalf("change %+v", ch)
 				}
-				user, tag, ok := advisory.ParseSelector(s.Selector)
+				user, tag, ok := hop.ParseSelector(s.Selector)
 				if !ok || user != "" || tag.Origin != StaticOrigin || !slices.Equal(tag.Path, []string{"R"}) {
 					t.Fatalf("static selector %q parses as %q %+v %v", s.Selector, user, tag, ok)
 				}
-				if want := advisory.Selector("", "R", 1, tag); s.Selector != want {
+				if want := hop.Selector("", "R", 1, tag); s.Selector != want {
 					t.Fatalf("static selector %q lacks the hop filter %q", s.Selector, want)
 				}
 				if s.Priority != -5 || s.Prefetch != DefaultPrefetch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 )
 
 // suppressOptions is a bridge L <- R that lets demand travel three hops and
@@ -163,7 +164,7 @@ func TestOwnSubscriptionFedBack(t *testing.T) {
 	tbl := New(suppressOptions())
 	changes, _ := tbl.Apply(added(viaR("n1", "A")))
 	own := changes[0].Sub
-	_, tag, _ := advisory.ParseSelector(own.Selector)
+	_, tag, _ := hop.ParseSelector(own.Selector)
 	c := plain("mine", own.Destination)
 	c.Bridge, c.Origin, c.Path, c.Priority = true, tag.Origin, tag.Path, own.Priority
 	if changes, d := tbl.ApplyLocal(added(c)); len(changes) != 0 || d.Reason != "" {
@@ -191,7 +192,7 @@ type meshBridge struct {
 // subConsumer is the consumer advisory of a demand subscription as another
 // bridge sees it.
 func subConsumer(id string, s Subscription) advisory.Consumer {
-	user, tag, ok := advisory.ParseSelector(s.Selector)
+	user, tag, ok := hop.ParseSelector(s.Selector)
 	if !ok {
 		panic("unparsable selector " + s.Selector)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
@@ -173,7 +174,6 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 		kill:     make(chan struct{}),
 		members:  make(map[string]member),
 	}
-	a.queue.signal = make(chan struct{}, 1)
 	var errs []error
 	problem := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("gossip: "+format, args...))
@@ -402,7 +402,7 @@ func (a *GossipAgent) Run(ctx context.Context, out chan<- Event) error {
 			return stop(true)
 		case <-a.kill:
 			return stop(false)
-		case <-a.queue.signal:
+		case <-a.queue.Signal():
 		}
 		for _, c := range a.queue.take() {
 			for _, ev := range a.apply(c) {
@@ -610,30 +610,15 @@ type nodeChange struct {
 
 // nodeQueue is an unbounded queue from memberlist's callbacks to Run: push never
 // blocks, so memberlist, which calls the EventDelegate while holding its node
-// lock, is never held up by a slow consumer of events.
+// lock, is never held up by a slow consumer of events. The cluster's members
+// bound it.
 type nodeQueue struct {
-	mu     sync.Mutex
-	items  []nodeChange
-	signal chan struct{} // capacity 1: "items is not empty"
+	mailbox.Mailbox[nodeChange]
 }
 
-func (q *nodeQueue) push(c nodeChange) {
-	q.mu.Lock()
-	q.items = append(q.items, c)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
+func (q *nodeQueue) push(c nodeChange) { q.Push(c) }
 
-func (q *nodeQueue) take() []nodeChange {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	items := q.items
-	q.items = nil
-	return items
-}
+func (q *nodeQueue) take() []nodeChange { return q.Take() }
 
 // eventDelegate copies memberlist's membership events into the queue. Its
 // methods run under memberlist's node lock, so they must neither block nor call

@@ -54,7 +54,7 @@ var (
 	inFlightDesc      = desc("brokernet_in_flight_messages", "Messages forwarded and not yet acknowledged on the local broker (the window in use).")
 	windowDesc        = desc("brokernet_window_messages", "The most messages the bridge keeps in flight (--window).")
 	heldDesc          = desc("brokernet_held_messages", "Messages held back on a local broker without selectors (RabbitMQ) because they already visited the remote broker or spent their hops.")
-	stuckDesc         = desc("brokernet_stuck_messages", "Messages known to wait where no consumer will take them.")
+	stuckDesc         = desc("brokernet_stuck_messages", "Queue messages on the local broker that a remote consumer waits for, that the bridge cannot forward (visited the remote broker or out of hops) and that no local consumer took.")
 	latencyDesc       = desc("brokernet_forward_latency_seconds", "Time from a message's delivery by the local broker to the remote broker's confirmation of its transaction.")
 	batchDesc         = desc("brokernet_commit_batch_messages", "Messages per remote transaction confirmed by the remote broker.")
 )

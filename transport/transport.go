@@ -18,7 +18,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 )
 
 // Conn is one connection to a broker.
@@ -101,7 +100,7 @@ type Endpoint interface {
 	// Addr is host:port.
 	Addr() string
 	// Backoff is the reconnect policy the URI asks for.
-	Backoff() backoff.Policy
+	Backoff() Reconnect
 }
 
 // Endpoints converts a slice of some Endpoint type to []Endpoint.
@@ -236,6 +235,9 @@ const (
 	// DestinationChanged: a destination of the broker appeared or went
 	// (Destination); see DestinationWatcher.
 	DestinationChanged
+	// BrowseDone: a queue browse (QueueBrowser) has sent every message it
+	// will send (Sub is the browse's id).
+	BrowseDone
 )
 
 // Event is one item of a connection's ordered stream.
@@ -263,6 +265,18 @@ type DestinationWatcher interface {
 	// existing queues and topics arrive first, then changes, as
 	// DestinationChanged events (BadConsumer for unreadable or forged ones).
 	WatchDestinations(ctx context.Context) error
+}
+
+// QueueBrowser is implemented by connections that can look at a queue's
+// messages without taking them (ActiveMQ's queue browsers). The bridge uses it
+// to count the messages its demand cannot take (stuck messages).
+type QueueBrowser interface {
+	// Browse opens a browser on queue with a JMS selector ("" for none): the
+	// messages it selects arrive as Delivery events for subscription id, copies
+	// that need no settling, then one BrowseDone event. At most max messages
+	// are sent (ActiveMQ itself sends at most its maxBrowsePageSize, 400 by
+	// default). Unsubscribe ends the browser.
+	Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error
 }
 
 // SendOutcome is the fate of one sent message.

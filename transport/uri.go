@@ -1,6 +1,11 @@
 package transport
 
-import "github.com/brokernet/brokernet/internal/backoff"
+import (
+	"context"
+	"time"
+
+	"github.com/brokernet/brokernet/internal/backoff"
+)
 
 // URI is a parsed broker URI of any protocol (stomp://, amqp://, tcp://, ...):
 // what configuration, discovery and the command line hold, so that every place
@@ -40,8 +45,31 @@ type Defaults struct {
 	CAFile, CertFile, KeyFile string
 	// Reconnect, when not zero, is the reconnect policy: a connector's
 	// back-off options apply to every broker it dials.
-	Reconnect backoff.Policy
+	Reconnect Reconnect
 }
+
+// Reconnect is an exponential reconnect back-off, with ActiveMQ's option
+// names: initialReconnectDelay (Initial), maxReconnectDelay (Max) and
+// backOffMultiplier (Multiplier). Broker URIs carry one; the zero value means
+// none given.
+type Reconnect struct {
+	// Initial is the delay before the first reconnect attempt.
+	Initial time.Duration
+	// Max caps the delay.
+	Max time.Duration
+	// Multiplier grows the delay after each failed attempt.
+	Multiplier float64
+}
+
+// DefaultReconnect is the back-off of a URI that sets none: 1 s doubling to
+// 30 s (ActiveMQ's failover defaults, with a longer first delay).
+func DefaultReconnect() Reconnect { return Reconnect(backoff.Default()) }
+
+// Delay is the delay before attempt n (0-based), with jitter.
+func (r Reconnect) Delay(n int) time.Duration { return backoff.Policy(r).Delay(n) }
+
+// Sleep waits Delay(n) or until ctx ends, reporting whether the delay passed.
+func (r Reconnect) Sleep(ctx context.Context, n int) bool { return backoff.Policy(r).Sleep(ctx, n) }
 
 // ApplyCredentials returns the login and password a URI with the given ones
 // should use under d: the URI's own when it has a password.
@@ -67,8 +95,8 @@ func (d Defaults) ApplyTLS(ca, cert, key string) (string, string, string) {
 
 // ApplyReconnect returns the reconnect policy a URI with p should use under d:
 // d's when it has one.
-func (d Defaults) ApplyReconnect(p backoff.Policy) backoff.Policy {
-	if d.Reconnect != (backoff.Policy{}) {
+func (d Defaults) ApplyReconnect(p Reconnect) Reconnect {
+	if d.Reconnect != (Reconnect{}) {
 		return d.Reconnect
 	}
 	return p

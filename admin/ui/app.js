@@ -139,12 +139,11 @@ function render(st) {
   demand.sort((x, y) => x[0].localeCompare(y[0]));
   fillTable("demand", demand, "no demand");
   const stuck = document.getElementById("stuck");
-  if (!st.stuck_measured) {
-    stuck.textContent = "not measured (needs per-queue counts from the brokers)";
-  } else if (st.stuck.length === 0) {
-    stuck.textContent = "none";
+  if (st.stuck.length === 0) {
+    stuck.textContent = st.stuck_measured ? "none" : "not measured";
   } else {
-    stuck.textContent = st.stuck.map(s => `${s.destination} on ${s.broker}: ${s.messages}`).join("; ");
+    stuck.textContent = st.stuck.map(s => `${s.destination} on ${s.broker}: ${s.messages}`).join("; ") +
+      (st.stuck_measured ? "" : " (not measured on every bridge)");
   }
 }
 

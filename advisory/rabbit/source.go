@@ -41,8 +41,8 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -112,7 +112,7 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 		cfg.Management = rabbitmgmt.DefaultURL(cfg.URI.Host)
 	}
 	if cfg.URI.Reconnect.Initial <= 0 {
-		cfg.URI.Reconnect = backoff.Default()
+		cfg.URI.Reconnect = transport.DefaultReconnect()
 	}
 	m, err := rabbitmgmt.New(cfg.Management, cfg.URI.Login, cfg.URI.Passcode, cfg.HTTPClient)
 	if err != nil {

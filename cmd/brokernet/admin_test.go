@@ -41,7 +41,8 @@ func TestBridgeAdminAndStatusCommand(t *testing.T) {
 			return fmt.Errorf("status: exit %d: %s", code, stderr)
 		}
 		out = stdout
-		for _, want := range []string{", ready", a.StompAddr() + "->" + b.StompAddr(), b.StompAddr() + "->" + a.StompAddr(), "queue://ops.orders"} {
+		for _, want := range []string{", ready", a.StompAddr() + "->" + b.StompAddr(), b.StompAddr() + "->" + a.StompAddr(), "queue://ops.orders",
+			"Stuck messages\n  (none)"} {
 			if !strings.Contains(out, want) {
 				return fmt.Errorf("status output lacks %q:\n%s", want, out)
 			}

@@ -85,7 +85,7 @@ func TestUsageErrors(t *testing.T) {
 		{"OpenWire LOCAL, mixed static REMOTE", []string{"bridge", "--window", "0", "ssl://h:1", "static:(amqps://h:2,tcp://h:3,stomp://h:4)"}, "--window 0"},
 		{"sidecar takes an OpenWire broker", []string{"sidecar", "--broker", "tcp://h:1", "--advertise-broker", "ssl://h.example:61617", "--gossip-timings", "x"}, `--gossip-timings "x"`},
 		{"sidecar takes an AMQP broker", []string{"sidecar", "--broker", "amqp://u:hunter2@h:1", "--gossip-timings", "x"}, `--gossip-timings "x"`},
-		{"a mixed static REMOTE is one broker each", []string{"bridge", "--remote-id", "R", "tcp://h:1", "static:(tcp://u:hunter2@a:1,amqp://b:2)"}, "REMOTE static:(tcp://u:***@a:1,amqp://b:2) has 2"},
+		{"a mixed static REMOTE is one broker each", []string{"bridge", "--remote-id", "R", "tcp://h:1", "static:(tcp://u:hunter2@a:1,amqp://b:2)"}, "static:(tcp://u:***@a:1,amqp://b:2) has 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 )
 
 // Policy is an exponential back-off policy. The zero value is not useful; start from Default.
+// Exported types carry it as transport.Reconnect (same fields), so that the
+// algorithm stays internal.
 type Policy struct {
 	// Initial is the delay before the first reconnect attempt (initialReconnectDelay).
 	Initial time.Duration

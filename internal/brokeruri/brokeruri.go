@@ -17,6 +17,7 @@ import (
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Syntax is how one transport spells its URIs.
@@ -121,7 +122,8 @@ func (u URI) Errorf(format string, args ...any) error {
 // of them knows is an error, as is a reconnect policy that does not hold
 // together. Errors name the option and show its value, unless set's error came
 // from HideValue.
-func (u URI) Options(tls *tlsconf.Options, reconnect *backoff.Policy, set func(name, v string) (bool, error)) error {
+func (u URI) Options(tls *tlsconf.Options, r *transport.Reconnect, set func(name, v string) (bool, error)) error {
+	reconnect := (*backoff.Policy)(r)
 	for _, name := range slices.Sorted(maps.Keys(u.query)) {
 		vals := u.query[name]
 		v := vals[len(vals)-1]
@@ -256,7 +258,8 @@ func Userinfo(login, password string) *url.Userinfo {
 
 // SetOptions adds to q the TLS and reconnect options, those that differ from
 // their defaults: what Options reads back.
-func SetOptions(q url.Values, tls tlsconf.Options, reconnect backoff.Policy) {
+func SetOptions(q url.Values, tls tlsconf.Options, r transport.Reconnect) {
+	reconnect := backoff.Policy(r)
 	for _, o := range []struct{ name, v string }{{"ca", tls.CAFile}, {"cert", tls.CertFile}, {"key", tls.KeyFile}, {"serverName", tls.ServerName}} {
 		if o.v != "" {
 			q.Set(o.name, o.v)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/tlsconf"
+	"github.com/brokernet/brokernet/transport"
 )
 
 var test = Syntax{Plain: "x", TLS: "xs", TLSAliases: []string{"x+ssl"}, Port: 1, TLSPort: 2, Secret: "passcode", PathHint: "use ?vhost=", ClientCert: true}
@@ -15,9 +15,9 @@ var test = Syntax{Plain: "x", TLS: "xs", TLSAliases: []string{"x+ssl"}, Port: 1,
 // parse runs Parse, Options (with one option "own" of the transport's, and
 // "hidden" whose error must not show its value) and CheckTLS, as a transport's
 // parser does.
-func parse(s string, syn Syntax) (URI, tlsconf.Options, backoff.Policy, error) {
+func parse(s string, syn Syntax) (URI, tlsconf.Options, transport.Reconnect, error) {
 	var o tlsconf.Options
-	p := backoff.Default()
+	p := transport.DefaultReconnect()
 	u, err := Parse(s, syn)
 	if err != nil {
 		return u, o, p, err

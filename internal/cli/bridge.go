@@ -1,20 +1,19 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/config"
-	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/metrics"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
@@ -63,6 +62,7 @@ type bridgeFlags struct {
 	logFormat        string
 	admin            adminFlags
 	creds            credentialFlags
+	adminWarn        string // what reading the admin flags warned about
 }
 
 func runBridge(ctx context.Context, e *env, args []string) error {
@@ -119,190 +119,132 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	for i, u := range remotes.URIs {
 		remotes.URIs[i] = applyCredentials(u, user, password)
 	}
-	opts, err := f.demandOptions()
+	cfg, err := f.config(local, remotes)
 	if err != nil {
 		return err
 	}
-	if f.window < 1 {
-		return usagef("--window %d: must be at least 1", f.window)
-	}
-	var renames []destination.Rename
-	for _, s := range f.rename {
-		r, err := destination.ParseRename(s)
-		if err != nil {
-			return usagef("--rename: %v", err)
-		}
-		renames = append(renames, r)
-	}
-	if err := destination.CheckRenames(renames); err != nil {
-		return usagef("--rename: %v", err)
-	}
-	log, err := newLogger(e.stderr, f.logLevel, f.logFormat)
+	log, err := newLogger(e.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return err
 	}
 	if credWarn != "" {
 		log.Warn().Msg(credWarn)
 	}
-
-	// static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one
-	// logical broker reached through whichever of its URIs answers.
-	var groups [][]transport.URI
-	if remotes.Kind == discovery.MasterSlave {
-		groups = [][]transport.URI{remotes.URIs}
-	} else {
-		for _, u := range remotes.URIs {
-			groups = append(groups, []transport.URI{u})
-		}
+	if f.adminWarn != "" {
+		log.Warn().Msg(f.adminWarn)
 	}
-	var cfgs []bridge.Config
-	for _, g := range groups {
-		cfgs = append(cfgs, bridge.Config{
-			Name: local.Addr() + "->" + g[0].Addr(), Local: local, Remote: g[0], RemoteFailover: transport.Endpoints(g[1:]),
-			LocalID: f.localID, RemoteID: f.remoteID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline,
-			Renames: renames, Log: log,
-		})
-		if f.duplex {
-			cfgs = append(cfgs, bridge.Config{
-				Name: g[0].Addr() + "->" + local.Addr(), Local: g[0], LocalFailover: transport.Endpoints(g[1:]), Remote: local,
-				LocalID: f.remoteID, RemoteID: f.localID, Demand: opts, Window: f.window, ReplayDelay: f.replayDelay, ReplayRateLimit: f.replayRate, DurableOfflineTimeout: f.durableOffline,
-				Renames: destination.InvertRenames(renames), Log: log,
-			})
-		}
-	}
-	if f.remoteID != "" && len(groups) > 1 {
-		return usagef("--remote-id names one broker; REMOTE %s has %d", remotes, len(groups))
-	}
-	adminCfg, warn, err := f.admin.config()
-	if err != nil {
-		return err
-	}
-	if warn != "" {
-		log.Warn().Msg(warn)
-	}
-	return runBridges(ctx, cfgs, adminCfg, log)
+	return serveFederation(ctx, log, cfg, nil, nil)
 }
 
-func (f *bridgeFlags) demandOptions() (demand.Options, error) {
-	ttl := func(name string, v int) (int, error) {
-		if v < -1 {
-			return 0, usagef("--%s %d: want -1 (unlimited) or a hop count", name, v)
+// config builds the one-connector configuration the flags describe, as
+// `brokernet run` would read it from a file, and validates it with the file's
+// rules: LOCAL is the broker, REMOTE the connector's discovery URI
+// (static:(a,b) bridges to each broker on its own; masterslave:(m,s) is one
+// logical broker reached through whichever of its URIs answers).
+func (f *bridgeFlags) config(local transport.URI, remotes discovery.Spec) (*config.Config, error) {
+	nc := config.DefaultConnector()
+	nc.Name = "bridge"
+	nc.Broker = "local"
+	nc.URI = remotes
+	nc.Duplex = f.duplex
+	nc.NetworkTTL = f.networkTTL
+	nc.MessageTTL = cmp.Or(f.messageTTL, f.networkTTL)
+	nc.ConsumerTTL = cmp.Or(f.consumerTTL, f.networkTTL)
+	nc.PrefetchSize = f.prefetch
+	nc.Window = f.window
+	nc.ConduitSubscriptions = f.conduit
+	nc.DecreaseNetworkConsumerPriority = f.decreasePriority
+	nc.DynamicOnly = f.dynamicOnly
+	nc.SuppressDuplicateQueueSubscriptions = f.suppressQueues
+	nc.SuppressDuplicateTopicSubscriptions = f.suppressTopics
+	nc.ReplayWhenNoConsumers = f.replay
+	nc.ReplayDelay = f.replayDelay
+	nc.ReplayRateLimit = f.replayRate
+	nc.DurableOfflineTimeout = f.durableOffline
+	nc.RemoteID = f.remoteID
+	// Each broker URI keeps its own reconnect options (?initialReconnectDelay=…).
+	nc.Reconnect = transport.Reconnect{}
+	for _, p := range []struct {
+		flag string
+		in   stringList
+		out  *[]destination.Pattern
+	}{
+		{"include", f.include, &nc.DynamicallyIncludedDestinations},
+		{"exclude", f.exclude, &nc.ExcludedDestinations},
+		{"static-include", f.staticInclude, &nc.StaticallyIncludedDestinations},
+	} {
+		for _, s := range p.in {
+			pat, err := destination.ParsePattern(s)
+			if err != nil {
+				return nil, usagef("--%s: %v", p.flag, err)
+			}
+			*p.out = append(*p.out, pat)
 		}
-		return v, nil
 	}
-	if _, err := ttl("network-ttl", f.networkTTL); err != nil {
-		return demand.Options{}, err
-	}
-	if f.networkTTL == 0 {
-		return demand.Options{}, usagef("--network-ttl 0: would forward nothing; want -1 or at least 1")
-	}
-	msgTTL, consTTL := f.networkTTL, f.networkTTL
-	if f.messageTTL != 0 {
-		v, err := ttl("message-ttl", f.messageTTL)
+	for _, s := range f.rename {
+		r, err := destination.ParseRename(s)
 		if err != nil {
-			return demand.Options{}, err
+			return nil, usagef("--rename: %v", err)
 		}
-		msgTTL = v
+		nc.Renames = append(nc.Renames, r)
 	}
-	if f.consumerTTL != 0 {
-		v, err := ttl("consumer-ttl", f.consumerTTL)
-		if err != nil {
-			return demand.Options{}, err
-		}
-		consTTL = v
+	cfg := config.Default()
+	cfg.Log = config.Log{Level: f.logLevel, Format: f.logFormat}
+	var err error
+	if cfg.Admin, f.adminWarn, err = f.admin.config(); err != nil {
+		return nil, err
 	}
-	if f.prefetch < 1 {
-		return demand.Options{}, usagef("--prefetch %d: must be at least 1 (network consumers do not poll)", f.prefetch)
+	cfg.Brokers = []config.Broker{{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{local}}, ID: f.localID}}
+	cfg.Connectors = []config.NetworkConnector{nc}
+	if err := cfg.Validate(); err != nil {
+		return nil, f.flagErrors(err)
 	}
-	var filter destination.Filter
-	for _, s := range f.include {
-		p, err := destination.ParsePattern(s)
-		if err != nil {
-			return demand.Options{}, usagef("--include: %v", err)
-		}
-		filter.Include = append(filter.Include, p)
-	}
-	for _, s := range f.exclude {
-		p, err := destination.ParsePattern(s)
-		if err != nil {
-			return demand.Options{}, usagef("--exclude: %v", err)
-		}
-		filter.Exclude = append(filter.Exclude, p)
-	}
-	var static []destination.Pattern
-	for _, s := range f.staticInclude {
-		p, err := destination.ParsePattern(s)
-		if err != nil {
-			return demand.Options{}, usagef("--static-include: %v", err)
-		}
-		static = append(static, p)
-	}
-	if f.replayRate < 0 {
-		return demand.Options{}, usagef("--replay-rate-limit %d: want 0 (no limit) or messages per second", f.replayRate)
-	}
-	if f.replayDelay < 0 {
-		return demand.Options{}, usagef("--replay-delay %s: must not be negative", f.replayDelay)
-	}
-	if f.durableOffline < 0 {
-		return demand.Options{}, usagef("--durable-offline-timeout %s: must not be negative", f.durableOffline)
-	}
-	return demand.Options{
-		Conduit:               f.conduit,
-		ConsumerTTL:           consTTL,
-		MessageTTL:            msgTTL,
-		DecreasePriority:      f.decreasePriority,
-		PriorityBase:          -5,
-		Prefetch:              f.prefetch,
-		Filter:                filter,
-		StaticInclude:         static,
-		DynamicOnly:           f.dynamicOnly,
-		SuppressQueues:        f.suppressQueues,
-		SuppressTopics:        f.suppressTopics,
-		ReplayWhenNoConsumers: f.replay,
-	}, nil
+	return &cfg, nil
 }
 
-// runBridges runs bridges until ctx ends; the first one that fails for good
-// stops all. With adminAddr set it serves the admin endpoints for them.
-func runBridges(ctx context.Context, cfgs []bridge.Config, adminCfg config.Admin, log zerolog.Logger) error {
-	bridges := make([]*bridge.Bridge, 0, len(cfgs))
-	for _, c := range cfgs {
-		b, err := bridge.New(c)
-		if err != nil {
-			if errors.Is(err, bridge.ErrLoopback) {
-				return usagef("%v", err)
-			}
-			return err
+// flagKeys names the flag that sets each configuration key the bridge
+// command sets from flags.
+var flagKeys = map[string]string{
+	"level": "log-level", "format": "log-format", "listen": "admin",
+	"id": "local-id", "remoteId": "remote-id",
+	"networkTTL": "network-ttl", "messageTTL": "message-ttl", "consumerTTL": "consumer-ttl",
+	"prefetchSize": "prefetch", "window": "window",
+	"replayDelay": "replay-delay", "replayRateLimit": "replay-rate-limit",
+	"durableOfflineTimeout": "durable-offline-timeout", "renames": "rename",
+}
+
+// flagErrors renders configuration problems in the command's terms: the
+// flag (with the value given) instead of the configuration key, REMOTE
+// instead of the connector's uri.
+func (f *bridgeFlags) flagErrors(err error) error {
+	var errs *config.Errors
+	if !errors.As(err, &errs) {
+		return usagef("%v", err)
+	}
+	values := map[string]any{
+		"log-level": strconv.Quote(f.logLevel), "log-format": strconv.Quote(f.logFormat), "admin": strconv.Quote(f.admin.listen),
+		"local-id": strconv.Quote(f.localID), "remote-id": strconv.Quote(f.remoteID),
+		"network-ttl": f.networkTTL, "message-ttl": f.messageTTL, "consumer-ttl": f.consumerTTL,
+		"prefetch": f.prefetch, "window": f.window,
+		"replay-delay": f.replayDelay, "replay-rate-limit": f.replayRate, "durable-offline-timeout": f.durableOffline,
+	}
+	var lines []string
+	for _, e := range *errs {
+		flag, ok := flagKeys[e.Key]
+		// An unset --message-ttl or --consumer-ttl takes --network-ttl's value.
+		if e.Key == "messageTTL" && f.messageTTL == 0 || e.Key == "consumerTTL" && f.consumerTTL == 0 {
+			flag = "network-ttl"
 		}
-		bridges = append(bridges, b)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	listed := make([]metrics.Bridge, len(bridges))
-	for i, b := range bridges {
-		// The peer is the far end: the remote of a forward bridge, the local
-		// end of a duplex bridge's reverse direction.
-		peer, reverse := cfgs[i].Remote.Addr(), false
-		if peer == cfgs[0].Local.Addr() {
-			peer, reverse = cfgs[i].Local.Addr(), true
+		line := e.Error()
+		switch {
+		case ok:
+			line = fmt.Sprintf("--%s %v: %s", flag, values[flag], e.Msg)
+		case e.Key == "uri":
+			line = "REMOTE: " + e.Msg
 		}
-		listed[i] = metrics.Bridge{Connector: "bridge", Peer: peer, Reverse: reverse, Bridge: b}
+		if !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
 	}
-	if err := startAdmin(ctx, adminCfg, func() []metrics.Bridge { return listed }, log); err != nil {
-		return err
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(bridges))
-	for i, b := range bridges {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.Run(ctx); err != nil {
-				errs[i] = fmt.Errorf("bridge %s: %w", cfgs[i].Name, err)
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return usagef("%s", strings.Join(lines, "\n"))
 }

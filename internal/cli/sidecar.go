@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/config/activemqxml"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
@@ -154,7 +155,7 @@ func runImport(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	out, warnings, err := config.ImportActiveMQ(data, *brokerURI)
+	out, warnings, err := activemqxml.Import(data, *brokerURI)
 	if err != nil {
 		return usagef("%s: %v", pos[0], err)
 	}

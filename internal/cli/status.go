@@ -170,11 +170,14 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 
 	fmt.Fprintln(w, "\nStuck messages")
 	switch {
-	case !st.StuckMeasured:
+	case len(st.Stuck) == 0 && !st.StuckMeasured:
 		fmt.Fprintln(w, "  (not measured)")
 	case len(st.Stuck) == 0:
 		fmt.Fprintln(w, "  (none)")
 	default:
+		if !st.StuckMeasured {
+			fmt.Fprintln(w, "  (not measured on every bridge)")
+		}
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  broker\tdestination\tmessages\tdemand at")
 		for _, s := range st.Stuck {

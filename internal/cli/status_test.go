@@ -44,6 +44,30 @@ func TestPrintStatusTables(t *testing.T) {
 	}
 }
 
+func TestPrintStatusStuck(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		st   admin.Status
+		want string
+	}{
+		{"none measured", admin.Status{Stuck: []admin.Stuck{}, StuckMeasured: true}, "Stuck messages\n  (none)"},
+		{"a queue", admin.Status{StuckMeasured: true, Stuck: []admin.Stuck{{Broker: "b:61613", Destination: "queue://moved",
+			Messages: 630, Demand: []string{"a:61613"}}}},
+			"Stuck messages\n  broker   destination    messages  demand at\n  b:61613  queue://moved  630       a:61613"},
+		{"partly measured", admin.Status{Stuck: []admin.Stuck{{Broker: "b:61613", Destination: "queue://moved", Messages: 1}}},
+			"Stuck messages\n  (not measured on every bridge)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			printStatus(&b, tc.st, now)
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, b.String())
+			}
+		})
+	}
+}
+
 func TestStatusCommandReadsAdminEndpoint(t *testing.T) {
 	b, err := bridge.New(bridge.Config{
 		Name:   "a->b",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Redact hides the passcode of a URI-looking string however malformed it is.
@@ -59,4 +60,41 @@ func CheckUserinfo(s string) error {
 		}
 	}
 	return nil
+}
+
+// All hides whatever lies between "://" and the last "@" of each
+// URI-looking part of s, where a passcode would be.
+func All(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		rest := s[i+3:]
+		end := strings.IndexAny(rest, ",)/? \t")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			b.WriteString("***@")
+			rest = rest[at+1:]
+		}
+		s = rest
+	}
+}
+
+// Shorten cuts s to a length that fits a message line.
+func Shorten(s string) string {
+	const max = 60
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -1,8 +1,7 @@
 package amqp
 
 import (
-	"sync"
-
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -12,33 +11,12 @@ import (
 // credit and confirmations by the caller's requests, so the queue is unbounded
 // only in name.
 type eventQueue struct {
-	mu     sync.Mutex
-	items  []transport.Event
-	signal chan struct{} // capacity 1: "items is not empty"
+	mailbox.Mailbox[transport.Event]
 }
 
-func newEventQueue() *eventQueue {
-	return &eventQueue{signal: make(chan struct{}, 1)}
-}
+func newEventQueue() *eventQueue { return &eventQueue{} }
 
-func (q *eventQueue) push(ev transport.Event) {
-	q.mu.Lock()
-	q.items = append(q.items, ev)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
-
-// take removes and returns every queued event.
-func (q *eventQueue) take() []transport.Event {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	items := q.items
-	q.items = nil
-	return items
-}
+func (q *eventQueue) push(ev transport.Event) { q.Push(ev) }
 
 // run copies events to out until done is closed, then closes out. Events still
 // queued when the connection ended are dropped: their deliveries return to the
@@ -47,11 +25,11 @@ func (q *eventQueue) run(out chan<- transport.Event, done <-chan struct{}) {
 	defer close(out)
 	for {
 		select {
-		case <-q.signal:
+		case <-q.Signal():
 		case <-done:
 			return
 		}
-		for _, ev := range q.take() {
+		for _, ev := range q.Take() {
 			select {
 			case out <- ev:
 			case <-done:

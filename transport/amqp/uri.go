@@ -49,7 +49,7 @@ type URI struct {
 	CertFile   string
 	KeyFile    string
 	ServerName string
-	Reconnect  backoff.Policy
+	Reconnect  transport.Reconnect
 	// StompPort is where a RabbitMQ broker's STOMP plugin listens: its demand
 	// (the event exchange) is read over STOMP, because RabbitMQ 3.10's events
 	// carry no data over AMQP 1.0. Default 61613 (?stompPort=).
@@ -85,7 +85,7 @@ var syntax = brokeruri.Syntax{
 // password. It reads none of the files the TLS options name: peers' URIs
 // (gossip) are parsed here too, and must not make this process open files.
 func ParseURI(s string) (URI, error) {
-	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: backoff.Default()}
+	u := URI{IdleTimeout: defaultIdleTimeout, Reconnect: transport.DefaultReconnect()}
 	p, err := brokeruri.Parse(s, syntax)
 	if err != nil {
 		return u, err
@@ -149,7 +149,7 @@ func parseFlavour(v string) (transport.Flavour, bool) {
 func (u URI) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port)) }
 
 // Backoff is the reconnect policy the URI asks for.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // Dial connects; see DialConn. opts.ClientID becomes the container-id unless
 // the URI sets containerId.

@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
 func TestParseURI(t *testing.T) {
-	def := backoff.Default()
+	def := transport.DefaultReconnect()
 	tests := []struct {
 		in   string
 		want URI
@@ -22,7 +21,7 @@ func TestParseURI(t *testing.T) {
 		{"amqp://guest:p%40ss@[::1]:5673/?vhost=prod&flavor=rabbitmq&idleTimeout=0&containerId=c1",
 			URI{Host: "::1", Port: 5673, User: "guest", Password: "p@ss", VHost: "prod", Flavour: transport.RabbitMQ, ContainerID: "c1", Reconnect: def}},
 		{"amqp://h?initialReconnectDelay=500&maxReconnectDelay=1m&backOffMultiplier=1.5&heartBeat=5s",
-			URI{Host: "h", Port: 5672, IdleTimeout: 5 * time.Second, Reconnect: backoff.Policy{Initial: 500 * time.Millisecond, Max: time.Minute, Multiplier: 1.5}}},
+			URI{Host: "h", Port: 5672, IdleTimeout: 5 * time.Second, Reconnect: transport.Reconnect{Initial: 500 * time.Millisecond, Max: time.Minute, Multiplier: 1.5}}},
 		{"amqps://h?ca=/etc/ca.pem&cert=/c.pem&key=/k.pem&serverName=broker",
 			URI{TLS: true, Host: "h", Port: 5671, IdleTimeout: 20 * time.Second, Reconnect: def, CAFile: "/etc/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", ServerName: "broker"}},
 	}
@@ -76,7 +75,7 @@ func TestURIStringRedacts(t *testing.T) {
 		t.Fatalf("String = %q", s)
 	}
 	var _ transport.Endpoint = u
-	if u.Addr() != "h:5672" || u.Backoff() != backoff.Default() {
+	if u.Addr() != "h:5672" || u.Backoff() != transport.DefaultReconnect() {
 		t.Fatalf("Addr %q Backoff %+v", u.Addr(), u.Backoff())
 	}
 }

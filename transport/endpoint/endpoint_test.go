@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -135,7 +134,7 @@ func TestPublicKeepsOnlyWhereAndHow(t *testing.T) {
 }
 
 func TestWithDefaultsFillsOnlyWhatTheURILeavesOpen(t *testing.T) {
-	pol := backoff.Policy{Initial: time.Millisecond, Max: time.Second, Multiplier: 3}
+	pol := transport.Reconnect{Initial: time.Millisecond, Max: time.Second, Multiplier: 3}
 	d := transport.Defaults{User: "cfg", Password: "cfgpw", CAFile: "/ca.pem", Reconnect: pol}
 	for _, scheme := range []string{"stomp+ssl", "amqps", "ssl"} {
 		u, err := ParseRemote(scheme + "://h:1")

@@ -28,7 +28,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -57,7 +59,7 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 }
 
 // Backoff implements transport.Endpoint: the reconnect policy of u.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // BrokerError is an ExceptionResponse or ConnectionError from the broker:
 // the Java exception class and message.
@@ -127,6 +129,7 @@ type subscription struct {
 	cid     *consumerID
 	dest    *dest
 	ack     transport.AckMode
+	browser bool       // a queue browser (Browse): deliveries are copies, never settled
 	mu      sync.Mutex // guards the fields below
 	closed  bool       // unsubscribed: its deliveries went back to the broker
 	seq     uint64
@@ -169,7 +172,6 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		nc:      nc,
 		connID:  &connectionID{Value: "ID:brokernet-" + hex.EncodeToString(rnd[:]) + "-1"},
 		out:     make(chan outFrame, 1024),
-		urgent:  urgentQueue{signal: make(chan struct{}, 1)},
 		done:    make(chan struct{}),
 		subInfo: make(chan *brokerSubscriptionInfo, 1),
 		events:  newQueue(),
@@ -485,7 +487,7 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 		ConsumerID:    sub.cid,
 		Destination:   sub.dest,
 		PrefetchSize:  int32(prefetch),
-		Selector:      s.Selector,
+		Selector:      convertStrings(s.Selector),
 		Priority:      int8(prio),
 		DispatchAsync: true,
 	}
@@ -560,6 +562,55 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("unsubscribe %q: %w", id, err)
+	}
+	return nil
+}
+
+var _ transport.QueueBrowser = (*Conn)(nil)
+
+// Browse implements transport.QueueBrowser: a consumer with ConsumerInfo's
+// browser flag. ActiveMQ dispatches copies of the queue's messages to it
+// (QueueBrowserSubscription) and then a MessageDispatch without a message,
+// the end of the browse.
+func (c *Conn) Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error {
+	if queue.Kind != destination.Queue {
+		return fmt.Errorf("browsing %s: only queues can be browsed", queue)
+	}
+	if !fitsUTF(selector) {
+		return fmt.Errorf("browse %q: selector longer than 65535 bytes", id)
+	}
+	c.mu.Lock()
+	_, dup := c.subs[id]
+	c.mu.Unlock()
+	if dup {
+		return fmt.Errorf("browse %q: subscription id in use", id)
+	}
+	c.nextConsumer++
+	sub := &subscription{
+		id:      id,
+		cid:     &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer},
+		dest:    fromDestination(queue),
+		browser: true,
+	}
+	ci := &consumerInfo{
+		ConsumerID:    sub.cid,
+		Destination:   sub.dest,
+		PrefetchSize:  int32(max + 1), // room for the end of the browse
+		Selector:      convertStrings(selector),
+		Browser:       true,
+		DispatchAsync: true,
+	}
+	c.mu.Lock()
+	c.subs[id] = sub
+	c.byValue[sub.cid.Value] = sub
+	c.mu.Unlock()
+	if err := c.write(ctx, ci, func(r command) {
+		if err := respErr(r); err != nil && r != nil {
+			c.log.Warn().Err(err).Str("sub", id).Msg("browsing")
+		}
+	}); err != nil {
+		c.dropSub(sub)
+		return fmt.Errorf("browse %q: %w", id, err)
 	}
 	return nil
 }
@@ -941,34 +992,14 @@ type outFrame struct {
 // sides would wait on each other. The frames are few (the broker's prefetch bounds the
 // deliveries that cause them).
 type urgentQueue struct {
-	mu     sync.Mutex
-	frames [][]byte
-	signal chan struct{} // capacity 1: frames were added
+	mailbox.Mailbox[[]byte]
 }
 
-func (q *urgentQueue) push(b []byte) {
-	q.mu.Lock()
-	q.frames = append(q.frames, b)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
+func (q *urgentQueue) push(b []byte) { q.Push(b) }
 
-func (q *urgentQueue) take() [][]byte {
-	q.mu.Lock()
-	f := q.frames
-	q.frames = nil
-	q.mu.Unlock()
-	return f
-}
+func (q *urgentQueue) take() [][]byte { return q.Take() }
 
-func (q *urgentQueue) empty() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.frames) == 0
-}
+func (q *urgentQueue) empty() bool { return q.Len() == 0 }
 
 // writeFromReader queues cmd (which asks for no response) for the writer
 // without ever blocking: it is the reader goroutine's way to write.
@@ -995,7 +1026,7 @@ func (c *Conn) writeLoop() {
 		var f outFrame
 		select {
 		case f = <-c.out:
-		case <-c.urgent.signal:
+		case <-c.urgent.Signal():
 		case <-c.done:
 			return
 		}
@@ -1027,4 +1058,18 @@ func (c *Conn) writeLoop() {
 // (AbstractInactivityMonitor).
 func initialDelay(inactivity time.Duration) time.Duration {
 	return min(10*time.Second, inactivity)
+}
+
+// convertStrings makes selector compare string-valued properties with
+// numbers the way a STOMP subscriber's selector does: ActiveMQ prefixes every
+// selector that arrives over STOMP with "convert_string_expressions:"
+// (SelectorParser), and messages sent over STOMP carry every header as a
+// string. Without it, "BrokernetHops < 3" is false for a message a STOMP
+// bridge forwarded (hops "1"), so a mixed STOMP/OpenWire network held back
+// what its TTL allowed. Typed properties compare as before.
+func convertStrings(selector string) string {
+	if selector == "" || strings.HasPrefix(selector, hop.ConvertStringPrefix) {
+		return selector
+	}
+	return hop.ConvertStringPrefix + selector
 }

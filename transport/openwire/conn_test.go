@@ -415,3 +415,39 @@ func TestKeepAliveHoldsAnIdleConnection(t *testing.T) {
 		t.Fatalf("sync after idling: %+v", ev)
 	}
 }
+
+// TestSelectorComparesStringHeadersAsNumbers: a message sent over STOMP
+// carries its headers as strings; a selector of an OpenWire subscription
+// compares them with numbers as a STOMP subscriber's does.
+func TestSelectorComparesStringHeadersAsNumbers(t *testing.T) {
+	b := startBroker(t, testbroker.Options{})
+	stomptest.SendN(t, b.StompURI(), "/queue/ow.strhops", 0, 1, true, "BrokernetHops", "1")
+	stomptest.SendN(t, b.StompURI(), "/queue/ow.strhops", 1, 1, true, "BrokernetHops", "5")
+	c := dial(t, b.OpenWireURI())
+	ctx := context.Background()
+	q := destination.Destination{Kind: destination.Queue, Name: "ow.strhops"}
+	tok, err := c.Subscribe(ctx, transport.Subscription{ID: "h", Destination: q, Prefetch: 10,
+		Selector: "BrokernetHops IS NULL OR BrokernetHops < 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		t.Fatalf("subscribe: %+v", ev)
+	}
+	ev := next(t, c, 10*time.Second)
+	for ev.Kind != transport.Delivery {
+		ev = next(t, c, 10*time.Second)
+	}
+	if hops := propString(ev.Msg, "BrokernetHops"); hops != "1" {
+		t.Fatalf("delivered the message with BrokernetHops %q, want the one with 1", hops)
+	}
+}
+
+func propString(m *transport.Message, name string) string {
+	for _, p := range m.Props {
+		if p.Name == name {
+			return fmt.Sprint(p.Value)
+		}
+	}
+	return ""
+}

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -94,13 +95,20 @@ func (c *Conn) handle(cmd dataStructure) {
 }
 
 func (c *Conn) dispatch(md *messageDispatch) {
-	if md.ConsumerID == nil || md.Message == nil {
-		return // end of a browse, or nothing to deliver
+	if md.ConsumerID == nil {
+		return
 	}
 	c.mu.Lock()
 	sub := c.byValue[md.ConsumerID.Value]
 	advisoryConsumer := c.advisor[md.ConsumerID.Value]
 	c.mu.Unlock()
+	if md.Message == nil {
+		// The end of a browse (QueueBrowserSubscription's null message).
+		if sub != nil && sub.browser && md.ConsumerID.ConnectionID == c.connID.Value {
+			c.events.push(transport.Event{Kind: transport.BrowseDone, Sub: sub.id})
+		}
+		return
+	}
 	if sub == nil || md.ConsumerID.ConnectionID != c.connID.Value {
 		// A late dispatch to a closed consumer: the broker takes it back
 		// when the RemoveInfo is processed.
@@ -124,6 +132,11 @@ func (c *Conn) dispatch(md *messageDispatch) {
 		default:
 			c.events.push(transport.Event{Kind: transport.Consumer, Consumer: ev})
 		}
+		return
+	}
+	if sub.browser {
+		// A copy, counted by its id: nothing to read, nothing to settle.
+		c.events.push(transport.Event{Kind: transport.Delivery, Sub: sub.id, Msg: &transport.Message{ID: m.MessageID.String()}})
 		return
 	}
 	tm, err := toMessage(m, md.RedeliveryCounter)
@@ -241,8 +254,8 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	if native && len(brokerPath) == 0 && filter.NetworkBrokerID != nil && filter.NetworkBrokerID.Value != "" {
 		brokerPath = []string{filter.NetworkBrokerID.Value}
 	}
-	sel := strings.TrimPrefix(x.Selector, advisory.ConvertStringPrefix)
-	user, tag, isBridge := advisory.ParseSelector(sel)
+	sel := strings.TrimPrefix(x.Selector, hop.ConvertStringPrefix)
+	user, tag, isBridge := hop.ParseSelector(sel)
 	if strings.TrimSpace(user) == "" {
 		user = ""
 	}
@@ -257,37 +270,24 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	return c, nil
 }
 
-// queue is the unbounded, ordered event queue between the reader and Events.
+// queue is the unbounded, ordered event queue between the reader and Events
+// (the broker's prefetch bounds the deliveries, the caller's requests the
+// confirmations).
 type queue struct {
-	mu     sync.Mutex
-	items  []transport.Event
-	signal chan struct{}
-	out    chan transport.Event
+	mailbox.Mailbox[transport.Event]
+	out chan transport.Event
 }
 
-func newQueue() *queue {
-	return &queue{signal: make(chan struct{}, 1), out: make(chan transport.Event, 256)}
-}
+func newQueue() *queue { return &queue{out: make(chan transport.Event, 256)} }
 
-func (q *queue) push(ev transport.Event) {
-	q.mu.Lock()
-	q.items = append(q.items, ev)
-	q.mu.Unlock()
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-}
+func (q *queue) push(ev transport.Event) { q.Push(ev) }
 
 // pump moves events to out in order. When done closes it hands over what
 // is queued (confirmations the broker sent before the end) and closes out.
 func (q *queue) pump(done <-chan struct{}) {
 	defer close(q.out)
 	for {
-		q.mu.Lock()
-		items := q.items
-		q.items = nil
-		q.mu.Unlock()
+		items := q.Take()
 		for _, ev := range items {
 			select {
 			case q.out <- ev:
@@ -304,12 +304,9 @@ func (q *queue) pump(done <-chan struct{}) {
 			continue
 		}
 		select {
-		case <-q.signal:
+		case <-q.Signal():
 		case <-done:
-			q.mu.Lock()
-			rest := len(q.items)
-			q.mu.Unlock()
-			if rest == 0 {
+			if q.Len() == 0 {
 				return
 			}
 		}

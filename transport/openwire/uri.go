@@ -11,6 +11,7 @@ import (
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/brokeruri"
 	"github.com/brokernet/brokernet/internal/tlsconf"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // URI is a parsed OpenWire broker address, in ActiveMQ's own spelling:
@@ -38,7 +39,7 @@ type URI struct {
 	// Tight asks for OpenWire's tight encoding (wireFormat.tightEncodingEnabled):
 	// smaller frames for a little more work on both sides.
 	Tight     bool
-	Reconnect backoff.Policy
+	Reconnect transport.Reconnect
 }
 
 // defaultTight is the default of wireFormat.tightEncodingEnabled.
@@ -60,7 +61,7 @@ var syntax = brokeruri.Syntax{Plain: "tcp", TLS: "ssl", Port: DefaultPort, TLSPo
 
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
-	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: backoff.Default()}
+	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: transport.DefaultReconnect()}
 	p, err := brokeruri.Parse(s, syntax)
 	if err != nil {
 		return u, err

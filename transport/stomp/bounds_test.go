@@ -199,9 +199,7 @@ func TestAutoAckFloodIsBounded(t *testing.T) {
 	}
 	// The reader fills the quota and stops.
 	for {
-		c.inbox.mu.Lock()
-		queued := len(c.inbox.items) - c.inbox.head
-		c.inbox.mu.Unlock()
+		queued := c.inbox.autoQueued()
 		if queued > limit {
 			t.Fatalf("inbox holds %d frames, bound is %d", queued, limit)
 		}
@@ -224,9 +222,7 @@ func TestAutoAckFloodIsBounded(t *testing.T) {
 			t.Fatalf("only %d of %d delivered", i, n)
 		}
 		if i%1000 == 0 {
-			c.inbox.mu.Lock()
-			queued := len(c.inbox.items) - c.inbox.head
-			c.inbox.mu.Unlock()
+			queued := c.inbox.autoQueued()
 			if queued > limit {
 				t.Fatalf("inbox holds %d frames, bound is %d", queued, limit)
 			}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -424,9 +425,16 @@ const streamReceiptPrefix = "s"
 // the broker sent before it, so a confirmation never overtakes the deliveries
 // that preceded it on the wire.
 func (c *Conn) WriteStreamReceipt(ctx context.Context, f *frame.Frame) (string, error) {
-	id := streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
+	id := c.StreamReceiptID()
 	f.Header.Set(frame.Receipt, id)
 	return id, c.Write(ctx, f)
+}
+
+// StreamReceiptID reserves the id of a receipt delivered in the stream, for a
+// caller that must note it before the frame carrying it is written (the
+// RECEIPT may arrive before Write returns).
+func (c *Conn) StreamReceiptID() string {
+	return streamReceiptPrefix + strconv.FormatUint(c.seq.Add(1), 10)
 }
 
 // Request writes f with a receipt and waits for it.
@@ -605,16 +613,23 @@ var ErrInboxStalled = errors.New("deliveries not taken: auto-ack queue full")
 
 // inbox is the FIFO between the reader and the pump. Frames of client-acknowledged
 // subscriptions are not counted (the broker's prefetch bounds them); frames of
-// auto-acknowledged ones are, and push blocks while autoLimit of them wait.
+// auto-acknowledged ones are, and push blocks while autoLimit of them wait, so
+// that a flood of advisories stops the reader (and TCP pushes back on the
+// broker) instead of growing without bound.
 type inbox struct {
+	box mailbox.Mailbox[inboxItem]
+
 	mu        sync.Mutex
-	items     []inboxItem
-	head      int
-	auto      int // auto-acknowledged frames among items[head:]
+	auto      int // auto-acknowledged frames pushed and not yet popped
 	autoLimit int
-	closed    bool
-	signal    chan struct{} // an item was pushed or the inbox closed
 	room      chan struct{} // an auto-acknowledged item was popped
+	closeOnce sync.Once
+	closed    chan struct{} // closed by close: nothing more will be pushed
+
+	// taken are items taken from box and not yet popped, from head on; only
+	// pop's goroutine touches them.
+	taken []inboxItem
+	head  int
 }
 
 type inboxItem struct {
@@ -623,7 +638,7 @@ type inboxItem struct {
 }
 
 func newInbox(autoLimit int) *inbox {
-	return &inbox{autoLimit: autoLimit, signal: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &inbox{autoLimit: autoLimit, room: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // push appends f. For an auto-acknowledged frame it first waits, at most stall,
@@ -633,7 +648,6 @@ func (q *inbox) push(f *frame.Frame, auto bool, done <-chan struct{}, stall time
 	for {
 		q.mu.Lock()
 		if !auto || q.auto < q.autoLimit {
-			q.items = append(q.items, inboxItem{f, auto})
 			if auto {
 				q.auto++
 			}
@@ -654,16 +668,19 @@ func (q *inbox) push(f *frame.Frame, auto bool, done <-chan struct{}, stall time
 			return fmt.Errorf("%w (%d frames for %s)", ErrInboxStalled, n, stall)
 		}
 	}
-	wake(q.signal)
+	q.box.Push(inboxItem{f, auto})
 	return nil
 }
 
-func (q *inbox) close() {
+// autoQueued is how many auto-acknowledged frames wait.
+func (q *inbox) autoQueued() int {
 	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	wake(q.signal)
+	defer q.mu.Unlock()
+	return q.auto
 }
+
+// close says nothing more will be pushed; pop still returns what is queued.
+func (q *inbox) close() { q.closeOnce.Do(func() { close(q.closed) }) }
 
 func wake(ch chan struct{}) {
 	select {
@@ -676,36 +693,29 @@ func wake(ch chan struct{}) {
 // and empty, or done is closed.
 func (q *inbox) pop(done <-chan struct{}) (*frame.Frame, bool) {
 	for {
-		q.mu.Lock()
-		if q.head < len(q.items) {
-			it := q.items[q.head]
-			q.items[q.head] = inboxItem{}
+		if q.head < len(q.taken) {
+			it := q.taken[q.head]
+			q.taken[q.head] = inboxItem{}
 			q.head++
-			switch {
-			case q.head == len(q.items):
-				q.items, q.head = q.items[:0], 0
-			case q.head >= 1024 && 2*q.head >= len(q.items):
-				// Reuse the consumed front so a queue that never empties stays small.
-				n := copy(q.items, q.items[q.head:])
-				clear(q.items[n:])
-				q.items, q.head = q.items[:n], 0
-			}
 			if it.auto {
+				q.mu.Lock()
 				q.auto--
-			}
-			q.mu.Unlock()
-			if it.auto {
+				q.mu.Unlock()
 				wake(q.room)
 			}
 			return it.f, true
 		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, false
+		q.taken, q.head = q.box.Take(), 0
+		if len(q.taken) > 0 {
+			continue
 		}
 		select {
-		case <-q.signal:
+		case <-q.box.Signal():
+		case <-q.closed:
+			// Items pushed before close are in the box by now.
+			if q.taken = q.box.Take(); len(q.taken) == 0 {
+				return nil, false
+			}
 		case <-done:
 			return nil, false
 		}

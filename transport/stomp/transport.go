@@ -14,7 +14,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -38,7 +37,7 @@ func (u URI) Dial(ctx context.Context, opts transport.DialOptions) (transport.Co
 }
 
 // Backoff is the reconnect policy of u.
-func (u URI) Backoff() backoff.Policy { return u.Reconnect }
+func (u URI) Backoff() transport.Reconnect { return u.Reconnect }
 
 // Subscription ids of the advisory subscriptions a BrokerConn makes.
 const (
@@ -61,10 +60,11 @@ type BrokerConn struct {
 	c      *Conn
 	events chan transport.Event
 
-	// mu guards subs and tx, used by the session goroutine and read by the
-	// converter goroutine.
-	mu   sync.Mutex
-	subs map[string]subInfo
+	// mu guards subs and rabbit, used by the session goroutine and read by
+	// the converter goroutine.
+	mu     sync.Mutex
+	subs   map[string]subInfo
+	rabbit rabbitBatches // batches confirmed by SEND receipts (RabbitMQ)
 
 	tx    string // open transaction, "" if none
 	txSeq uint64
@@ -79,6 +79,7 @@ type subInfo struct {
 	individual  bool
 	advisory    bool
 	destAdvisor bool // destination advisories
+	browser     bool // a queue browser (Browse)
 }
 
 // RabbitMQ shows the bridge's own consumers in its events; brokernet's naming
@@ -118,7 +119,7 @@ func (b *BrokerConn) Info() transport.Info {
 		Flavour:      f,
 		ConnectionID: b.c.Session(),
 		Selectors:    f == transport.ActiveMQ || f == transport.Artemis,
-		Transactions: true,
+		Transactions: !b.confirmsBySend(),
 	}
 }
 
@@ -154,7 +155,15 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		if err != nil {
 			return transport.Event{}, false
 		}
-		return transport.Event{Kind: transport.Confirmed, Token: transport.Token(n)}, true
+		tok := transport.Token(n)
+		b.mu.Lock()
+		done, complete, known := b.rabbit.receipt(tok)
+		b.mu.Unlock()
+		if known {
+			// Part of a batch sent to RabbitMQ: only its last receipt confirms it.
+			return transport.Event{Kind: transport.Confirmed, Token: done}, complete
+		}
+		return transport.Event{Kind: transport.Confirmed, Token: tok}, true
 	}
 	sub := f.Header.Get(frame.Subscription)
 	if sub == identitySub {
@@ -189,6 +198,9 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 				Err: fmt.Errorf("%w (body %s)", err, advisory.Trim(f.Body, 300))}, true
 		}
 		return transport.Event{Kind: transport.Consumer, Consumer: ev}, true
+	}
+	if info.browser && f.Header.Get(browserHeader) == "end" {
+		return transport.Event{Kind: transport.BrowseDone, Sub: sub}, true
 	}
 	ref := ackRef{sub: sub}
 	if id, ok := f.Header.Contains(frame.Ack); ok {
@@ -337,6 +349,31 @@ func (b *BrokerConn) Unsubscribe(ctx context.Context, id string) error {
 	return b.c.Write(ctx, frame.New(frame.UNSUBSCRIBE, frame.Id, id))
 }
 
+// browserHeader asks ActiveMQ for a queue browser on SUBSCRIBE; on a MESSAGE
+// its value "end" marks the end of the browse (ActiveMQ's STOMP
+// ProtocolConverter and StompSubscription, since 5.6).
+const browserHeader = "browser"
+
+// Browse opens an ActiveMQ queue browser: SUBSCRIBE with browser:true, ack
+// auto (a browser takes nothing, so there is nothing to settle).
+func (b *BrokerConn) Browse(ctx context.Context, id string, queue destination.Destination, selector string, max int) error {
+	if b.c.Flavour() != ActiveMQ {
+		return fmt.Errorf("browsing %s on %s: %w", queue, b.c.Server(), transport.ErrUnsupported)
+	}
+	if queue.Kind != destination.Queue {
+		return fmt.Errorf("browsing %s: only queues can be browsed", queue)
+	}
+	f := frame.New(frame.SUBSCRIBE, frame.Id, id, frame.Destination, queue.StompPath(),
+		frame.Ack, "auto", browserHeader, "true", "activemq.prefetchSize", strconv.Itoa(max))
+	if selector != "" {
+		f.Header.Add("selector", selector)
+	}
+	b.mu.Lock()
+	b.subs[id] = subInfo{browser: true}
+	b.mu.Unlock()
+	return b.c.Write(ctx, f)
+}
+
 // DestroyDurable removes a durable subscription (ActiveMQ: UNSUBSCRIBE carrying
 // activemq.subscriptionName, on a connection with the subscription's client-id).
 func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscription) error {
@@ -374,6 +411,7 @@ func (b *BrokerConn) WatchConsumers(ctx context.Context) error {
 }
 
 var _ transport.DestinationWatcher = (*BrokerConn)(nil)
+var _ transport.QueueBrowser = (*BrokerConn)(nil)
 
 // WatchDestinations subscribes to ActiveMQ's queue and topic destination
 // advisories, which the broker replays for every existing destination first.
@@ -401,8 +439,16 @@ func (b *BrokerConn) OwnConsumer(consumerID string) bool {
 	return s != "" && len(consumerID) > len(s) && strings.HasPrefix(consumerID, s) && consumerID[len(s)] == ':'
 }
 
-// Send writes m inside the open transaction, beginning one if needed.
+// Send writes m inside the open transaction, beginning one if needed. To
+// RabbitMQ it writes m outside any transaction, with a receipt (confirm.go).
 func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
+	if b.confirmsBySend() {
+		f := SendFrame(m, "")
+		if err := toRabbit(m, f); err != nil {
+			return fmt.Errorf("sending on %s: %w", b.c.URI(), err)
+		}
+		return b.sendConfirmed(ctx, f)
+	}
 	if b.tx == "" {
 		b.txSeq++
 		b.tx = "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
@@ -410,18 +456,16 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 			return err
 		}
 	}
-	f := SendFrame(m, b.tx)
-	if b.c.Flavour() == RabbitMQ {
-		if err := toRabbit(m, f); err != nil {
-			return fmt.Errorf("sending on %s: %w", b.c.URI(), err)
-		}
-	}
-	return b.c.Write(ctx, f)
+	return b.c.Write(ctx, SendFrame(m, b.tx))
 }
 
 // Commit commits the open transaction with a receipt. A commit with nothing
-// sent is confirmed at once (an empty transaction).
+// sent is confirmed at once (an empty transaction). To RabbitMQ the batch is
+// confirmed by its SENDs' receipts instead (confirm.go).
 func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
+	if b.confirmsBySend() {
+		return b.commitConfirmed(ctx)
+	}
 	if b.tx == "" {
 		b.txSeq++
 		tx := "bn-tx-" + strconv.FormatUint(b.txSeq, 10)

@@ -10,6 +10,7 @@ import (
 	"github.com/brokernet/brokernet/internal/brokeruri"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // URI is a parsed broker address:
@@ -37,7 +38,7 @@ type URI struct {
 	CertFile   string
 	KeyFile    string
 	ServerName string
-	Reconnect  backoff.Policy
+	Reconnect  transport.Reconnect
 	// Flavour, when not Unknown, is forced by ?flavor= and wins over the
 	// server header.
 	Flavour Flavour
@@ -76,7 +77,7 @@ var syntax = brokeruri.Syntax{
 }
 
 func parseURI(s string, checkFiles bool) (URI, error) {
-	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: backoff.Default()}
+	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: transport.DefaultReconnect()}
 	p, err := brokeruri.Parse(s, syntax)
 	if err != nil {
 		return u, err

@@ -1,4 +1,4 @@
-package config
+package activemqxml
 
 import (
 	"os"
@@ -7,24 +7,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/openwire"
 )
 
-func TestImportActiveMQRoundTrip(t *testing.T) {
-	xml, err := os.ReadFile("../testdata/activemq-network.xml")
+func TestImportRoundTrip(t *testing.T) {
+	xml, err := os.ReadFile("../../testdata/activemq-network.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, warnings, err := ImportActiveMQ(xml, "")
+	out, warnings, err := Import(xml, "")
 	if err != nil {
-		t.Fatalf("ImportActiveMQ: %v\n%s", err, out)
+		t.Fatalf("Import: %v\n%s", err, out)
 	}
-	again, _, _ := ImportActiveMQ(xml, "")
+	again, _, _ := Import(xml, "")
 	if again != out {
 		t.Errorf("the output differs between two runs")
 	}
-	cfg, err := Parse("imported.toml", []byte(out))
+	cfg, err := config.Parse("imported.toml", []byte(out))
 	if err != nil {
 		t.Fatalf("Parse of the import:\n%v\n%s", err, out)
 	}
@@ -101,7 +103,7 @@ func amq(inner string) []byte {
 		inner + `</broker></beans>`)
 }
 
-func TestImportActiveMQCases(t *testing.T) {
+func TestImportCases(t *testing.T) {
 	tests := []struct {
 		name     string
 		xml      []byte
@@ -191,7 +193,7 @@ func TestImportActiveMQCases(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, warnings, err := ImportActiveMQ(tc.xml, tc.local)
+			out, warnings, err := Import(tc.xml, tc.local)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -199,7 +201,7 @@ func TestImportActiveMQCases(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("ImportActiveMQ: %v\n%s", err, out)
+				t.Fatalf("Import: %v\n%s", err, out)
 			}
 			for _, w := range tc.wantTOML {
 				if !strings.Contains(out, w) {
@@ -217,4 +219,30 @@ func TestImportActiveMQCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzImport checks that Import never panics and that what it
+// returns without error parses.
+func FuzzImport(f *testing.F) {
+	if data, err := os.ReadFile("../../testdata/activemq-network.xml"); err == nil {
+		f.Add(data)
+	}
+	f.Add(amq(`<networkConnectors><networkConnector name="m" uri="multicast://default"/><networkConnector uri="static:(failover:(tcp://a:1,tcp://b:2))?useExponentialBackOff=false"/></networkConnectors>`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, _, err := Import(data, "")
+		if err != nil {
+			return
+		}
+		if _, err := config.Parse("imported.toml", []byte(out)); err != nil {
+			t.Fatalf("import without error does not parse: %v\n%s", err, out)
+		}
+	})
+}
+
+func patternStrings(ps []destination.Pattern) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }

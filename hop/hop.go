@@ -1,4 +1,9 @@
-package advisory
+// Package hop is the codec of brokernet's loop and TTL prevention: the hop
+// path headers every forwarded message carries (BrokernetPath, BrokernetHops,
+// BrokernetFor) and the demand selectors that filter on them while carrying
+// the demand tag (path and origin of the demand) that other bridges read back
+// from consumer advisories.
+package hop
 
 import (
 	"errors"
@@ -158,6 +163,23 @@ func ReplaySelector(user string, visited string, tag Tag) string {
 	b.WriteString(sqlString(likePattern(visited)))
 	b.WriteString(replayClauseEnd)
 	writeTagClause(&b, tag)
+	return b.String()
+}
+
+// WithheldSelector selects the messages that the hop filter of every Selector
+// for notVisited and maxHops withholds: those that already visited notVisited
+// or made maxHops hops (a negative maxHops means unlimited). The bridge browses
+// its demanded queues with it to count the messages its demand cannot take
+// (stuck messages). It carries no tag: it is never a consumer's selector.
+func WithheldSelector(notVisited string, maxHops int) string {
+	var b strings.Builder
+	b.WriteString(replayClauseStart)
+	b.WriteString(sqlString(likePattern(notVisited)))
+	b.WriteString(replayClauseEnd)
+	if maxHops >= 0 {
+		b.WriteString(" OR BrokernetHops >= ")
+		b.WriteString(strconv.Itoa(maxHops))
+	}
 	return b.String()
 }
 

@@ -1,4 +1,7 @@
-package config
+// Package activemqxml imports the network connectors of an ActiveMQ broker
+// configuration (activemq.xml) as a brokernet federation file, mapping what
+// it can and warning about the rest (`brokernet import`).
+package activemqxml
 
 import (
 	"bytes"
@@ -12,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport/openwire"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -20,7 +25,7 @@ import (
 // (the xbean schema of activemq.xml).
 const ActiveMQNamespace = "http://activemq.apache.org/schema/core"
 
-// DefaultLocalBrokerURI is the local broker ImportActiveMQ writes when it is
+// DefaultLocalBrokerURI is the local broker Import writes when it is
 // given none and the XML has no STOMP transportConnector.
 const DefaultLocalBrokerURI = "stomp://127.0.0.1:61613"
 
@@ -117,7 +122,7 @@ type importedConnector struct {
 	warns  []string          // this connector's warnings, also written as comments
 }
 
-// ImportActiveMQ reads an ActiveMQ broker XML (Spring/xbean, namespace
+// Import reads an ActiveMQ broker XML (Spring/xbean, namespace
 // http://activemq.apache.org/schema/core) and returns the equivalent
 // brokernet TOML for its <networkConnectors>, plus a warning for every
 // option it cannot map (nothing is dropped silently).
@@ -136,7 +141,7 @@ type importedConnector struct {
 // order, so the output is deterministic. The output is checked with Parse; if it does
 // not pass (for instance because the XML used ${...} placeholders), the TOML
 // and warnings are still returned along with the error, for the user to fix.
-func ImportActiveMQ(activemqXML []byte, localBrokerURI string) (toml string, warnings []string, err error) {
+func Import(activemqXML []byte, localBrokerURI string) (toml string, warnings []string, err error) {
 	root, err := parseXML(activemqXML)
 	if err != nil {
 		return "", nil, err
@@ -153,8 +158,8 @@ func ImportActiveMQ(activemqXML []byte, localBrokerURI string) (toml string, war
 	im := &importer{stompPort: stomp.DefaultPort}
 	im.findStompPort(brokerEl)
 
-	brokerName := DefaultBrokerName
-	if s, ok := brokerEl.attr("brokerName"); ok && validName(s) == "" && !strings.Contains(s, "${") {
+	brokerName := config.DefaultBrokerName
+	if s, ok := brokerEl.attr("brokerName"); ok && config.ValidName(s) == "" && !strings.Contains(s, "${") {
 		brokerName = s
 	}
 	if localBrokerURI == "" {
@@ -202,7 +207,7 @@ func ImportActiveMQ(activemqXML []byte, localBrokerURI string) (toml string, war
 		b.WriteString("[[networkConnector]]\n")
 		fmt.Fprintf(&b, "name = %s\n", tomlQuote(c.name))
 		fmt.Fprintf(&b, "broker = %s\n", tomlQuote(brokerName))
-		for _, k := range connectorKeys {
+		for _, k := range config.ConnectorKeys {
 			if v, ok := c.values[k]; ok && k != "name" && k != "broker" {
 				fmt.Fprintf(&b, "%s = %s\n", k, v)
 			}
@@ -216,7 +221,7 @@ func ImportActiveMQ(activemqXML []byte, localBrokerURI string) (toml string, war
 		}
 	}
 	out := b.String()
-	if _, err := Parse("imported.toml", []byte(out)); err != nil {
+	if _, err := config.Parse("imported.toml", []byte(out)); err != nil {
 		return out, im.warns, fmt.Errorf("the imported configuration needs editing:\n%w", err)
 	}
 	return out, im.warns, nil
@@ -254,7 +259,7 @@ func (im *importer) findStompPort(broker *xmlNode) {
 		}
 		p, err := strconv.Atoi(u.Port())
 		if err != nil || p <= 0 || p > 65535 {
-			im.warnf(n.line, "transportConnector %q: cannot read its port; STOMP port %d assumed", shorten(redactString(raw)), stomp.DefaultPort)
+			im.warnf(n.line, "transportConnector %q: cannot read its port; STOMP port %d assumed", uriredact.Shorten(uriredact.All(raw)), stomp.DefaultPort)
 			return
 		}
 		best, im.stompPort = r, p
@@ -296,12 +301,12 @@ func (im *importer) connector(n *xmlNode) *importedConnector {
 			creds[k] = v
 			continue
 		case strings.Contains(v, "${"):
-			warn("%s=%q: property placeholders are not expanded; left out", k, shorten(v))
+			warn("%s=%q: property placeholders are not expanded; left out", k, uriredact.Shorten(v))
 			continue
 		case slices.Contains(importBools, k):
 			b, ok := parseSpringBool(v)
 			if !ok {
-				warn("%s=%q is not a boolean; left out", k, shorten(v))
+				warn("%s=%q is not a boolean; left out", k, uriredact.Shorten(v))
 				continue
 			}
 			c.values[k] = strconv.FormatBool(b)
@@ -309,7 +314,7 @@ func (im *importer) connector(n *xmlNode) *importedConnector {
 		case slices.Contains(importInts, k):
 			i, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {
-				warn("%s=%q is not an integer; left out", k, shorten(v))
+				warn("%s=%q is not an integer; left out", k, uriredact.Shorten(v))
 				continue
 			}
 			c.values[k] = strconv.Itoa(i)
@@ -318,7 +323,7 @@ func (im *importer) connector(n *xmlNode) *importedConnector {
 		if strings.Contains(strings.ToLower(k), "password") {
 			unmapped = append(unmapped, k)
 		} else {
-			unmapped = append(unmapped, fmt.Sprintf("%s=%q", k, shorten(v)))
+			unmapped = append(unmapped, fmt.Sprintf("%s=%q", k, uriredact.Shorten(v)))
 		}
 	}
 	if len(unmapped) > 0 {
@@ -415,7 +420,7 @@ func destinations(list *xmlNode, warn func(string, ...any)) []string {
 // reconnect keys from its options).
 func (im *importer) uri(c *importedConnector, raw string, userinfo *url.Userinfo, warn func(string, ...any)) {
 	raw = strings.TrimSpace(raw)
-	shown := shorten(redactString(raw))
+	shown := uriredact.Shorten(uriredact.All(raw))
 	if raw == "" {
 		warn("no uri attribute; write one by hand")
 		return
@@ -504,7 +509,7 @@ func (im *importer) uri(c *importedConnector, raw string, userinfo *url.Userinfo
 // others dropped with a warning. renamed is "nio://h:1 → tcp://h:1" (without
 // credentials) when the scheme changed.
 func (im *importer) member(m string, userinfo *url.Userinfo, warn func(string, ...any)) (s, renamed string, ok bool) {
-	shown := shorten(redactString(m))
+	shown := uriredact.Shorten(uriredact.All(m))
 	u, err := url.Parse(strings.TrimSpace(m))
 	if err != nil || u.Host == "" {
 		warn("member uri %q cannot be read; write the uri by hand", shown)
@@ -575,7 +580,7 @@ func (im *importer) discoveryOptions(c *importedConnector, query string, warn fu
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		warn("discovery options %q cannot be read; dropped", shorten(query))
+		warn("discovery options %q cannot be read; dropped", uriredact.Shorten(query))
 		return
 	}
 	keys := make([]string, 0, len(q))
@@ -666,7 +671,7 @@ func (im *importer) replay(broker *xmlNode, conns []*importedConnector) {
 					}
 				}
 			default:
-				unmapped = append(unmapped, fmt.Sprintf("%s=%q", a.Name.Local, shorten(a.Value)))
+				unmapped = append(unmapped, fmt.Sprintf("%s=%q", a.Name.Local, uriredact.Shorten(a.Value)))
 			}
 		}
 		im.warnf(n.line, "conditionalNetworkBridgeFilterFactory is a per-destination policy in ActiveMQ but per connector in brokernet: its replay settings now apply to every connector")

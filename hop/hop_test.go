@@ -1,4 +1,4 @@
-package advisory
+package hop
 
 import (
 	"reflect"
@@ -398,5 +398,21 @@ func TestSelectorForClause(t *testing.T) {
 	user, tag, ok := ParseSelector(ConvertStringPrefix + sel)
 	if !ok || user != "" || tag.For != "B" || tag.Origin != "o" {
 		t.Fatalf("ParseSelector = %q, %+v, %v", user, tag, ok)
+	}
+}
+
+func TestWithheldSelectorShape(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		hops int
+		want string
+	}{
+		{"A", 3, `BrokernetPath LIKE '%|A|%' ESCAPE '\' OR BrokernetHops >= 3`},
+		{"A", -1, `BrokernetPath LIKE '%|A|%' ESCAPE '\'`},
+		{"it's_50%", 1, `BrokernetPath LIKE '%|it''s\_50\%25|%' ESCAPE '\' OR BrokernetHops >= 1`},
+	} {
+		if got := WithheldSelector(tc.id, tc.hops); got != tc.want {
+			t.Errorf("WithheldSelector(%q, %d) = %s, want %s", tc.id, tc.hops, got, tc.want)
+		}
 	}
 }
