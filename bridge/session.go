@@ -87,6 +87,10 @@ type session struct {
 	// stampID: the remote broker has no selectors, so forwarded messages carry
 	// IDHeader for the bridges there to recognise them (filter.go).
 	stampID bool
+	// stampPrefix and stampSeq make IDHeader values for messages without id
+	// (filter.go's stampOf).
+	stampPrefix string
+	stampSeq    uint64
 	// isolating is set while a suspect message (one the remote refused before)
 	// waits to be sent alone, or is in flight alone.
 	isolating bool
@@ -462,6 +466,15 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
+	// A renamed remote destination is demand on its local name (rename.go).
+	d, ok := s.b.renames.local(ev.Consumer.Destination)
+	if !ok {
+		s.log.Debug().Str("consumer", ev.Consumer.ID).Stringer("destination", ev.Consumer.Destination).
+			Msg("remote consumer of a destination renamed away: no demand")
+		s.b.stats.Advisories.Add(1)
+		return nil
+	}
+	ev.Consumer.Destination = d
 	err := s.applyRemote(ctx, s.expander.Consumer(ev))
 	// Counted once its changes are written, so that a test seeing the count
 	// knows the local broker will process them before anything it sends later.
