@@ -82,7 +82,9 @@ func BenchmarkRabbitMQ(b *testing.B) {
 			})
 		}
 	}
-	printRabbitTable(results)
+	title := fmt.Sprintf("brokernet bench, RabbitMQ 3.10 (two nodes, defaults), producer and consumer over AMQP 1.0: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; producer commits every %d, at most %d unconfirmed; consumer credit %d, accepts each; paced %.0f msg/s for %s; warm-up %d",
+		*flagBodySize, *flagRabbitN, *flagRabbitNP, rabbitBatch, rabbitInFlight, rabbitCredit, *flagRate, *flagSteady, *flagWarmup)
+	printRabbitTable(results, title, "brokersCPU/msg: both nodes during the full-speed phase")
 }
 
 func runRabbitPath(b *testing.B, r *result) {
@@ -483,19 +485,20 @@ func (c *amqpConsumer) close() {
 	})
 }
 
-func printRabbitTable(results []*result) {
+// printRabbitTable prints one row per result under title; brokers says what
+// the brokersCPU/msg column counts.
+func printRabbitTable(results []*result, title, brokers string) {
 	if len(results) == 0 {
 		return
 	}
 	w := os.Stdout
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "brokernet bench, RabbitMQ 3.10 (two nodes, defaults), producer and consumer over AMQP 1.0: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; producer commits every %d, at most %d unconfirmed; consumer credit %d, accepts each; paced %.0f msg/s for %s; warm-up %d\n",
-		*flagBodySize, *flagRabbitN, *flagRabbitNP, rabbitBatch, rabbitInFlight, rabbitCredit, *flagRate, *flagSteady, *flagWarmup)
-	fmt.Fprintf(w, "%-15s %-15s %8s %10s %10s %8s %8s %8s %5s %4s %14s %16s %10s\n",
+	fmt.Fprintln(w, title)
+	fmt.Fprintf(w, "%-15s %-23s %8s %10s %10s %8s %8s %8s %5s %4s %14s %16s %10s\n",
 		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50@r", "p99@r", "rate@r", "lost", "dup", "bridgeCPU/msg", "brokersCPU/msg", "bridgeRSS")
 	for _, r := range results {
 		if r.failed != "" && r.rate == 0 {
-			fmt.Fprintf(w, "%-15s %-15s %s\n", r.mode, r.path, r.failed)
+			fmt.Fprintf(w, "%-15s %-23s %s\n", r.mode, r.path, r.failed)
 			continue
 		}
 		bridgeCPU, rss := "-", "-"
@@ -503,9 +506,9 @@ func printRabbitTable(results []*result) {
 			bridgeCPU = fmt.Sprintf("%.0fµs", float64(r.bridgeCPUPerMsg())/1e3)
 			rss = fmt.Sprintf("%.0fMiB", float64(r.bridgeRSS)/1024)
 		}
-		fmt.Fprintf(w, "%-15s %-15s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %16s %10s\n",
+		fmt.Fprintf(w, "%-15s %-23s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %16s %10s\n",
 			r.mode, r.path, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate,
 			r.lost, r.dups, bridgeCPU, perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n)+"µs", rss)
 	}
-	fmt.Fprintln(w, "bridgeCPU/msg: the brokernet process's whole-life CPU over every message it forwarded; brokersCPU/msg: both nodes during the full-speed phase")
+	fmt.Fprintln(w, "bridgeCPU/msg: the brokernet process's whole-life CPU over every message it forwarded; "+brokers)
 }
