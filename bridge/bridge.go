@@ -79,6 +79,9 @@ type Config struct {
 	// cannot be told from one whose subscriber is offline (see durables.go), so
 	// its demand then keeps accumulating.
 	DurableOfflineTimeout time.Duration
+	// Renames make local destinations other ones on the remote broker
+	// (rename.go); the include and exclude rules apply to local names.
+	Renames []destination.Rename
 	// StuckInterval is how often stuck messages are counted on the local
 	// broker (stuck.go): a message is reported stuck once it waited that long.
 	// Default DefaultStuckInterval; negative turns the measurement off.
@@ -157,9 +160,10 @@ type Stats struct {
 
 // Bridge forwards messages from its local to its remote broker on demand.
 type Bridge struct {
-	cfg   Config
-	log   zerolog.Logger
-	stats Stats
+	cfg     Config
+	renames renames
+	log     zerolog.Logger
+	stats   Stats
 
 	// refusals counts, per message id, the sessions the remote broker ended
 	// while the message was in flight.
@@ -193,11 +197,16 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.LocalID != "" && cfg.LocalID == cfg.RemoteID {
 		return nil, fmt.Errorf("bridge %s: %w (%q)", cfg.Name, ErrLoopback, cfg.LocalID)
 	}
+	rn, err := newRenames(cfg.Renames)
+	if err != nil {
+		return nil, fmt.Errorf("bridge %s: %w", cfg.Name, err)
+	}
 	b := &Bridge{
-		cfg:   cfg,
-		log:   cfg.Log.With().Str("bridge", cfg.Name).Logger(),
-		upCh:  make(chan struct{}),
-		since: time.Now(),
+		cfg:     cfg,
+		renames: rn,
+		log:     cfg.Log.With().Str("bridge", cfg.Name).Logger(),
+		upCh:    make(chan struct{}),
+		since:   time.Now(),
 	}
 	b.stats.ForwardLatency = NewHistogram(LatencyBuckets)
 	b.stats.CommitBatch = NewHistogram(BatchBuckets)

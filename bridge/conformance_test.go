@@ -145,10 +145,10 @@ var combinations = []combination{
 	}, nil},
 	{"RabbitMQ-AMQP-to-ActiveMQ", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, activemqSide{p.activemq(1)}
-	}, rabbitAMQPSourceSkips},
+	}, nil},
 	{"RabbitMQ-to-RabbitMQ-AMQP", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, rabbitSide{r: p.rabbitmq(1), amqp: true}
-	}, rabbitToRabbitSkips},
+	}, nil},
 	{"ActiveMQ-OpenWire-to-RabbitMQ-STOMP", func(t *testing.T, p *brokerPool) (side, side) {
 		return openwireSide{activemqSide{p.activemq(0)}}, rabbitSide{r: p.rabbitmq(1)}
 	}, nil},
@@ -160,31 +160,7 @@ var combinations = []combination{
 	}, nil},
 	{"RabbitMQ-AMQP-to-ActiveMQ-OpenWire", func(t *testing.T, p *brokerPool) (side, side) {
 		return rabbitSide{r: p.rabbitmq(0), amqp: true}, openwireSide{activemqSide{p.activemq(1)}}
-	}, rabbitAMQPSourceSkips},
-}
-
-// rabbitAMQPSourceSkips are the scenarios a bridge reading RabbitMQ 3.10 over
-// AMQP 1.0 cannot pass yet (measured; issue 7).
-var rabbitAMQPSourceSkips = map[string]string{
-	"topic subscribers with wildcards get each message once": "RabbitMQ 3.10 over AMQP 1.0: each topic " +
-		"demand subscription (/exchange/amq.topic/KEY) is its own amq.gen queue, and a message published " +
-		"without message-id cannot be told from its copy, so overlapping demand (x and *) forwards it once per " +
-		"subscription (measured: each subscriber got 200 of 100); those queues also outlive the link and the " +
-		"connection (neither exclusive nor auto-delete), collecting messages",
-}
-
-// rabbitToRabbitSkips adds, for RabbitMQ on both sides, the duplex scenario:
-// neither broker has selectors and RabbitMQ 3.10 ignores x-priority over
-// AMQP 1.0, so each bridge's demand subscription takes its round-robin share of
-// the messages that already visited the other broker and holds them, released
-// after 1 s doubling to 30 s per round (measured: 403 of 500 consumed after
-// 60 s, 100 on the local side, 303 on the remote).
-var rabbitToRabbitSkips = map[string]string{
-	"topic subscribers with wildcards get each message once": rabbitAMQPSourceSkips["topic subscribers with wildcards get each message once"],
-	"duplex consumers on both sides consume each message once": "RabbitMQ 3.10 on both sides: no selectors, " +
-		"and x-priority ignored over AMQP 1.0, so each bridge takes its round-robin share of messages that " +
-		"already visited the other broker and holds them (released after 1 s, doubling to 30 s): measured " +
-		"403 of 500 consumed after 60 s",
+	}, nil},
 }
 
 // scenario is one behaviour every combination must show.

@@ -68,7 +68,7 @@ type session struct {
 	// backlog holds local deliveries taken from the stream while the window was
 	// full, in order: the stream is always read, so that confirmations behind
 	// deliveries are never stuck. The subscriptions' prefetch bounds it.
-	backlog []transport.Event
+	backlog eventQueue
 
 	open       *txn   // batch being filled, nil if none
 	committing int    // batches awaiting their confirmation
@@ -87,6 +87,10 @@ type session struct {
 	// stampID: the remote broker has no selectors, so forwarded messages carry
 	// IDHeader for the bridges there to recognise them (filter.go).
 	stampID bool
+	// stampPrefix and stampSeq make IDHeader values for messages without id
+	// (filter.go's stampOf).
+	stampPrefix string
+	stampSeq    uint64
 	// isolating is set while a suspect message (one the remote refused before)
 	// waits to be sent alone, or is in flight alone.
 	isolating bool
@@ -300,7 +304,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			drainDeadline = t.C
 			s.log.Info().Int("in_flight", s.inFlight).Msg("draining")
 			// What was taken while the window was full is given back unsettled.
-			s.backlog = nil
+			s.backlog = eventQueue{}
 			// Whatever is open is committed now; nothing new is taken.
 			err = s.maybeCommit(wctx, true)
 		case <-drainDeadline:
@@ -343,7 +347,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 // idle reports whether no local delivery is waiting to be read: the moment to
 // commit what is open rather than wait for more.
 func (s *session) idle() bool {
-	if len(s.local.events) > 0 || len(s.backlog) > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+	if len(s.local.events) > 0 || s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
 		return false
 	}
 	return s.durable == nil || len(s.durable.events) == 0
@@ -367,8 +371,8 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, 
 			// Not taken: the broker redelivers it after this session.
 			return nil
 		}
-		if s.inFlight >= s.cfg.Window || len(s.backlog) > 0 || s.isolating {
-			s.backlog = append(s.backlog, ev)
+		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating {
+			s.backlog.push(ev)
 			return nil
 		}
 		return s.onLocalMessage(ctx, ev)
@@ -395,18 +399,54 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, 
 
 // takeBacklog forwards deliveries that waited for room in the window.
 func (s *session) takeBacklog(ctx context.Context) error {
-	for len(s.backlog) > 0 && s.inFlight < s.cfg.Window && !s.isolating {
-		ev := s.backlog[0]
-		s.backlog[0] = transport.Event{}
-		s.backlog = s.backlog[1:]
-		if err := s.onLocalMessage(ctx, ev); err != nil {
+	for s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+		if err := s.onLocalMessage(ctx, s.backlog.pop()); err != nil {
 			return err
 		}
 	}
-	if len(s.backlog) == 0 {
-		s.backlog = nil
-	}
 	return nil
+}
+
+// eventQueue is a FIFO of events that keeps its array: the backlog fills and
+// empties with every window's worth of messages under load, and a slice
+// resliced from the front would grow a new array each time.
+type eventQueue struct {
+	items []transport.Event
+	head  int
+}
+
+func (q *eventQueue) len() int { return len(q.items) - q.head }
+
+func (q *eventQueue) push(ev transport.Event) {
+	if q.head > 0 && q.head >= len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, ev)
+}
+
+// pushFront puts ev back at the head.
+func (q *eventQueue) pushFront(ev transport.Event) {
+	if q.head > 0 {
+		q.head--
+		q.items[q.head] = ev
+		return
+	}
+	q.items = append(q.items, transport.Event{})
+	copy(q.items[1:], q.items)
+	q.items[0] = ev
+}
+
+// pop takes the head; the queue must not be empty.
+func (q *eventQueue) pop() transport.Event {
+	ev := q.items[q.head]
+	q.items[q.head] = transport.Event{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return ev
 }
 
 // closeGracefully disconnects both ends, so that every settlement written before
@@ -426,6 +466,15 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
+	// A renamed remote destination is demand on its local name (rename.go).
+	d, ok := s.b.renames.local(ev.Consumer.Destination)
+	if !ok {
+		s.log.Debug().Str("consumer", ev.Consumer.ID).Stringer("destination", ev.Consumer.Destination).
+			Msg("remote consumer of a destination renamed away: no demand")
+		s.b.stats.Advisories.Add(1)
+		return nil
+	}
+	ev.Consumer.Destination = d
 	err := s.applyRemote(ctx, s.expander.Consumer(ev))
 	// Counted once its changes are written, so that a test seeing the count
 	// knows the local broker will process them before anything it sends later.

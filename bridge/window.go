@@ -113,8 +113,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	e.out = outgoing(m, s.localID, forIDs)
-	if s.stampID && m.ID != "" && m.PropString(IDHeader) == "" {
-		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: m.ID})
+	e.out.Destination = s.b.renames.remote(e.out.Destination)
+	if s.stampID && m.PropString(IDHeader) == "" {
+		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: s.stampOf(m)})
 	}
 	switch n := s.b.refusals.count(m.ID); {
 	case n >= s.cfg.MaxRefusals:
@@ -127,7 +128,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 			// Sent alone once nothing else is in flight, so that a refusal is
 			// pinned on it.
 			s.isolating = true
-			s.backlog = append([]transport.Event{ev}, s.backlog...)
+			s.backlog.pushFront(ev)
 			return nil
 		}
 		taken()

@@ -163,6 +163,11 @@ type NetworkConnector struct {
 	DynamicallyIncludedDestinations []destination.Pattern
 	// ExcludedDestinations are never forwarded; exclusion wins over inclusion.
 	ExcludedDestinations []destination.Pattern
+	// Renames make local destinations other ones on the peer ("renames",
+	// "LOCAL=REMOTE" each, exact names): messages from LOCAL go to REMOTE and
+	// consumers of REMOTE make demand on LOCAL; a duplex connector's reverse
+	// bridge uses them inverted. The destination rules apply to local names.
+	Renames []destination.Rename
 	// Reconnect is the back-off between attempts to reach a remote broker
 	// (initialReconnectDelay, maxReconnectDelay, backOffMultiplier). Zero
 	// (possible only in code: `brokernet bridge`) leaves each broker URI's own.

@@ -257,6 +257,15 @@ func TestValues(t *testing.T) {
 				t.Errorf("excluded %q", got)
 			}
 		}},
+		{"renames", `renames = ["queue://orders=queue://shop.orders", "/topic/a=/topic/b.c"]`, func(t *testing.T, nc NetworkConnector) {
+			var got []string
+			for _, r := range nc.Renames {
+				got = append(got, r.String())
+			}
+			if !slices.Equal(got, []string{"queue://orders=queue://shop.orders", "topic://a=topic://b.c"}) {
+				t.Errorf("renames %q", got)
+			}
+		}},
 		{"an empty list is no list", `dynamicallyIncludedDestinations = []`, func(t *testing.T, nc NetworkConnector) {
 			if nc.DynamicallyIncludedDestinations != nil {
 				t.Errorf("got %v", nc.DynamicallyIncludedDestinations)
@@ -331,6 +340,11 @@ func TestParseErrors(t *testing.T) {
 			[]string{
 				`8:3: networkConnector "a": excludedDestinations[1]: pattern "a..b": empty word 2 (a pattern must not start or end with '.' or contain "..")`,
 				`9:3: networkConnector "a": excludedDestinations[2]: want a string, got integer 7`,
+			}},
+		{"bad renames are located by element", connector + "renames = [\n  \"queue://a=queue://b\",\n  \"queue://a=queue://c\",\n  \"queue://x\",\n]\n",
+			[]string{
+				`8:3: networkConnector "a": renames[1]: renames: queue://a is renamed twice (queue://b and queue://c)`,
+				`9:3: networkConnector "a": renames[2]: rename "queue://x": want LOCAL=REMOTE (e.g. queue://orders=queue://shop.orders)`,
 			}},
 		{"unknown log format and admin address", "[log]\nformat = \"xml\"\n[admin]\nlisten = \"localhost\"\n" + brokerHeader,
 			[]string{

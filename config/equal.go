@@ -47,6 +47,7 @@ func (a NetworkConnector) canonical() NetworkConnector {
 	a.StaticallyIncludedDestinations = nilIfEmpty(a.StaticallyIncludedDestinations)
 	a.DynamicallyIncludedDestinations = nilIfEmpty(a.DynamicallyIncludedDestinations)
 	a.ExcludedDestinations = nilIfEmpty(a.ExcludedDestinations)
+	a.Renames = nilIfEmpty(a.Renames)
 	if a.Gossip != nil {
 		g := *a.Gossip
 		g.Join = nilIfEmpty(g.Join)

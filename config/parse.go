@@ -38,7 +38,7 @@ var (
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
-		"durableOfflineTimeout",
+		"durableOfflineTimeout", "renames",
 		"userName", "passwordFile", "caFile", "certFile", "keyFile",
 	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
@@ -338,6 +338,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	nc.StaticallyIncludedDestinations = patterns(t, "staticallyIncludedDestinations")
 	nc.DynamicallyIncludedDestinations = patterns(t, "dynamicallyIncludedDestinations")
 	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
+	nc.Renames = renames(t, "renames")
 	reconnect(t, nc)
 	t.boolean("replayWhenNoConsumers", &nc.ReplayWhenNoConsumers)
 	if v, ok := t.duration("replayDelay"); ok {
@@ -432,6 +433,26 @@ func patterns(t *table, key string) []destination.Pattern {
 			continue
 		}
 		out = append(out, p)
+	}
+	return out
+}
+
+// renames decodes a list of "LOCAL=REMOTE" destination renames, each checked
+// on its own line and the set as a whole.
+func renames(t *table, key string) []destination.Rename {
+	vals, idx, _ := t.stringList(key)
+	var out []destination.Rename
+	for j, s := range vals {
+		r, err := destination.ParseRename(s)
+		if err != nil {
+			t.elemErrorf(key, idx[j], "%v", err)
+			continue
+		}
+		if err := destination.CheckRenames(append(out, r)); err != nil {
+			t.elemErrorf(key, idx[j], "%v", err)
+			continue
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport"
@@ -122,6 +123,9 @@ func (c *Config) Validate() error {
 		}
 		if nc.Window < 1 {
 			add(tbl, "window", "want at least 1 unconfirmed message, got %d", nc.Window)
+		}
+		if err := destination.CheckRenames(nc.Renames); err != nil {
+			add(tbl, "renames", "%v", err)
 		}
 		r := nc.Reconnect
 		switch {

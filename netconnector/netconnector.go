@@ -301,7 +301,8 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		Local: local[0], LocalFailover: transport.Endpoints(local[1:]),
 		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
 		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
-		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout, Log: log,
+		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
+		Renames: cfg.Renames, Log: log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
@@ -309,7 +310,8 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Local: remote[0], LocalFailover: transport.Endpoints(remote[1:]),
 			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
 			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
-			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout, Log: log,
+			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
+			Renames: destination.InvertRenames(cfg.Renames), Log: log,
 		})
 	}
 	return out

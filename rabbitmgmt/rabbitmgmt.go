@@ -175,7 +175,7 @@ func (c *Client) QueueExists(ctx context.Context, vhost, name string) (bool, err
 type notFoundError struct{ where string }
 
 func (e *notFoundError) Error() string {
-	return "RabbitMQ management GET " + e.where + ": 404 not found"
+	return "RabbitMQ management " + e.where + ": 404 not found"
 }
 
 // maxBody bounds a response: a snapshot of 100,000 consumers is ~60 MB.
@@ -220,7 +220,7 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("%w: %s does not serve the RabbitMQ management API (404 for /api/overview); "+
 			"enable the rabbitmq_management plugin or point ?management= at it", ErrSetup, c.base)
 	case resp.StatusCode == http.StatusNotFound:
-		return &notFoundError{where: where}
+		return &notFoundError{where: "GET " + where}
 	default:
 		return fmt.Errorf("RabbitMQ management GET %s: HTTP %d: %s", where, resp.StatusCode, snippet(body))
 	}

@@ -36,10 +36,18 @@ import (
 // Dial opens an AMQP 1.0 connection to uri, aborted at cleanup.
 func Dial(tb testing.TB, uri string) *amqp.Conn {
 	tb.Helper()
+	return dial(tb, uri, false)
+}
+
+// dial opens a connection; serverNamed makes its topic subscriptions
+// third-party-like (amqp.URI.ServerNamedTopics).
+func dial(tb testing.TB, uri string, serverNamed bool) *amqp.Conn {
+	tb.Helper()
 	u, err := amqp.ParseURI(uri)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	u.ServerNamedTopics = serverNamed
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := amqp.DialConn(ctx, u)
@@ -194,10 +202,12 @@ func manage(tb testing.TB, mgmt, method, path, body string) []byte {
 // neither on detach nor on connection close (measured: not exclusive, not
 // auto-delete): left alone it would stay bound, collecting messages, and look
 // like a subscriber for ever. So the consumer finds its queue through the
-// management API (mgmt, user guest) and deletes it at Close.
+// management API (mgmt, user guest) and deletes it at Close. (The bridge's
+// own topic subscriptions use a queue of their connection instead, which the
+// demand source does not count as demand; a test subscriber must count.)
 func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 	tb.Helper()
-	c := &Consumer{Counter: stomptest.NewCounter(tb, Seq), tb: tb, conn: Dial(tb, uri), done: make(chan struct{})}
+	c := &Consumer{Counter: stomptest.NewCounter(tb, Seq), tb: tb, conn: dial(tb, uri, true), done: make(chan struct{})}
 	d := destinationOf(tb, dest)
 	var key string
 	var before map[string]bool

@@ -48,6 +48,7 @@ type bridgeFlags struct {
 	decreasePriority bool
 	include, exclude stringList
 	staticInclude    stringList
+	rename           stringList
 	dynamicOnly      bool
 	suppressQueues   bool
 	suppressTopics   bool
@@ -78,6 +79,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.Var(&f.include, "include", "destination pattern to forward (repeatable; queue://a.>, topic://b.*, or bare for both)")
 	fs.Var(&f.exclude, "exclude", "destination pattern never to forward (repeatable; wins over --include)")
 	fs.Var(&f.staticInclude, "static-include", "destination always forwarded, with or without demand (repeatable)")
+	fs.Var(&f.rename, "rename", "LOCAL=REMOTE: the local destination is REMOTE on the remote broker (repeatable; exact names, e.g. queue://orders=queue://shop.orders)")
 	fs.BoolVar(&f.dynamicOnly, "dynamic-only", false, "only live consumers create demand (durable demand is not kept while its consumer is away)")
 	fs.BoolVar(&f.suppressQueues, "suppress-duplicate-queue-subscriptions", false, "keep only the best route to each queue consumer")
 	fs.BoolVar(&f.suppressTopics, "suppress-duplicate-topic-subscriptions", true, "keep only the best route to each topic subscriber")
@@ -179,6 +181,13 @@ func (f *bridgeFlags) config(local transport.URI, remotes discovery.Spec) (*conf
 			*p.out = append(*p.out, pat)
 		}
 	}
+	for _, s := range f.rename {
+		r, err := destination.ParseRename(s)
+		if err != nil {
+			return nil, usagef("--rename: %v", err)
+		}
+		nc.Renames = append(nc.Renames, r)
+	}
 	cfg := config.Default()
 	cfg.Log = config.Log{Level: f.logLevel, Format: f.logFormat}
 	var err error
@@ -201,7 +210,7 @@ var flagKeys = map[string]string{
 	"networkTTL": "network-ttl", "messageTTL": "message-ttl", "consumerTTL": "consumer-ttl",
 	"prefetchSize": "prefetch", "window": "window",
 	"replayDelay": "replay-delay", "replayRateLimit": "replay-rate-limit",
-	"durableOfflineTimeout": "durable-offline-timeout",
+	"durableOfflineTimeout": "durable-offline-timeout", "renames": "rename",
 }
 
 // flagErrors renders configuration problems in the command's terms: the

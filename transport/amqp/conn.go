@@ -10,7 +10,9 @@
 // senders' session is replaced after a refusal. RabbitMQ 3.10 backs an
 // AMQP 1.0 session with one AMQP 0-9-1 channel and handles the session's
 // frames one at a time, settling each disposition with a synchronous call to
-// that channel (rabbit_amqp1_0_session_process); Sync relies on that.
+// that channel (rabbit_amqp1_0_session_process); Sync relies on that. On
+// RabbitMQ, topic subscriptions consume one queue of the connection, bound
+// and deleted through the management API (topics.go).
 //
 // Order of events: a subscription's Confirmed comes before its deliveries, and
 // its deliveries keep link order. go-amqp hands each link's frames to a
@@ -63,6 +65,10 @@ type Conn struct {
 	info transport.Info
 	// clusterName is RabbitMQ's cluster_name from the open frame, or "".
 	clusterName string
+	// topics is the connection's shared topic queue on RabbitMQ (topics.go),
+	// nil for other brokers; topicsErr why it could not be set up.
+	topics    *topicQueue
+	topicsErr error
 
 	q      *eventQueue
 	events chan transport.Event
@@ -111,6 +117,9 @@ type subscription struct {
 	stop   context.CancelFunc
 	life   context.Context
 	pumped chan struct{}
+	// key is the routing key bound for a topic subscription on the
+	// connection's shared topic queue, "" for other subscriptions.
+	key string
 	// sess is the subscription's own session and ping Sync's sender on it
 	// (set with rcv); dirty says a disposition was written on it since the
 	// last round trip (guarded by Conn.mu).
@@ -201,6 +210,12 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	c.life, c.cancel = context.WithCancel(context.Background())
 	c.info, c.clusterName = describe(ac.Properties(), u.Flavour)
 	c.info.ConnectionID = connName
+	if c.info.Flavour == transport.RabbitMQ {
+		c.topics, c.topicsErr = newTopicQueue(u)
+		if c.topicsErr == nil {
+			go c.sweepTopicQueues()
+		}
+	}
 	go c.q.run(c.events, c.done)
 	go c.watch()
 	go c.syncLoop()
@@ -260,6 +275,18 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	close(c.done)
+	if c.topics != nil {
+		c.topics.drop()
+	}
+}
+
+// sweepTopicQueues deletes, in the background, the unused topic queues that
+// earlier connections left (topics.go). Best effort: without the management
+// API nothing is swept.
+func (c *Conn) sweepTopicQueues() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*mgmtTimeout)
+	defer cancel()
+	_, _ = c.topics.sweep(ctx)
 }
 
 func (c *Conn) ended() error {
@@ -332,8 +359,9 @@ func (c *Conn) WatchConsumers(context.Context) error {
 
 // OwnConsumer reports false: RabbitMQ 3.10 tags an AMQP 1.0 consumer "ctag-"
 // and the link handle as 4 raw bytes ("ctag-\x00\x00\x00\x00"), the same on
-// every connection, and names the queue of a topic subscription "amq.gen-…".
-// What identifies this connection's consumers is Info().ConnectionID, which is
+// every connection. (Topic subscriptions consume the connection's own
+// "bn_amqp.….topics" queue, which demand sources recognise by its name;
+// topics.go.) What identifies this connection's consumers is Info().ConnectionID, which is
 // the connection name the management API shows on them
 // (channel_details.connection_name of /api/consumers).
 func (c *Conn) OwnConsumer(string) bool { return false }
@@ -367,8 +395,20 @@ func (c *Conn) Subscribe(ctx context.Context, sub transport.Subscription) (trans
 	if err != nil {
 		return 0, fmt.Errorf("subscription %s: %w", sub.ID, err)
 	}
+	var key string
+	if sub.Destination.Kind == destination.Topic && c.info.Flavour == transport.RabbitMQ && !c.uri.ServerNamedTopics {
+		// The connection's shared topic queue, bound with the key (topics.go).
+		if c.topicsErr != nil {
+			return 0, fmt.Errorf("subscription %s to %s: the topic queue needs the RabbitMQ management API: %w",
+				sub.ID, sub.Destination, c.topicsErr)
+		}
+		if key, err = destination.RabbitKey(sub.Destination.Name); err != nil {
+			return 0, fmt.Errorf("subscription %s: %w", sub.ID, err)
+		}
+		addr = c.topics.address()
+	}
 	credit := min(max(sub.Prefetch, 1), maxCredit)
-	s := &subscription{id: sub.ID, dest: sub.Destination, unsettled: map[*amqp.Message]struct{}{},
+	s := &subscription{id: sub.ID, dest: sub.Destination, key: key, unsettled: map[*amqp.Message]struct{}{},
 		pumped: make(chan struct{})}
 	s.life, s.stop = context.WithCancel(c.life)
 	c.mu.Lock()
@@ -398,17 +438,37 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 		rcv  *amqp.Receiver
 		ping *amqp.Sender
 	)
+	if s.key != "" {
+		// Held until the subscription is bound and confirmed (or refused),
+		// so that no release deletes the queue or unbinds the key meanwhile.
+		c.topics.mu.Lock()
+		defer c.topics.mu.Unlock()
+		c.topics.subs++
+		c.topics.used = true
+	}
 	sess, err := c.conn.NewSession(ctx, nil)
 	if err == nil {
 		rcv, err = sess.NewReceiver(ctx, addr, opts)
 		if err == nil {
 			ping, err = sess.NewSender(ctx, syncAddress, nil)
 		}
+		if err == nil && s.key != "" {
+			err = c.topics.bind(ctx, s.dest, s.key)
+		}
 		if err != nil {
-			go c.endSession(sess)
+			if s.key != "" {
+				// Ended before the queue may be deleted, so that no link of
+				// ours is on it.
+				c.endSession(sess)
+			} else {
+				go c.endSession(sess)
+			}
 		}
 	}
 	if err != nil {
+		if s.key != "" {
+			_ = c.topics.release(c.life, s.key, false)
+		}
 		s.stop()
 		close(s.pumped)
 		c.mu.Lock()
@@ -432,6 +492,11 @@ func (c *Conn) attach(s *subscription, addr string, credit uint32, tok transport
 		// Unsubscribed while attaching: the link never had credit, so nothing
 		// was delivered on it.
 		close(s.pumped)
+		if s.key != "" {
+			c.endSession(sess)
+			_ = c.topics.release(c.life, s.key, true)
+			return
+		}
 		go c.endSession(sess)
 		return
 	}
@@ -477,10 +542,14 @@ func (c *Conn) pump(s *subscription, rcv *amqp.Receiver) {
 			_ = rcv.ReleaseMessage(c.life, msg)
 			continue
 		}
+		m := fromAMQP(msg, s.dest, rabbit)
+		if s.key != "" {
+			c.topics.route(m, msg)
+		}
 		c.q.push(transport.Event{
 			Kind: transport.Delivery,
 			Sub:  s.id,
-			Msg:  fromAMQP(msg, s.dest, rabbit),
+			Msg:  m,
 			Ref:  &delivery{sub: s, msg: msg},
 		})
 	}
@@ -524,9 +593,16 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 		select {
 		case <-s.pumped:
 		case <-c.done:
-			return
+			return // the topic queue goes with the connection
 		}
 		c.endSession(s.sess)
+		if s.key != "" {
+			// Best effort: a queue left is swept by a later connection, a
+			// binding left goes with the queue.
+			c.topics.mu.Lock()
+			_ = c.topics.release(c.life, s.key, true)
+			c.topics.mu.Unlock()
+		}
 	}()
 	return nil
 }
@@ -888,6 +964,17 @@ func (c *Conn) Close(ctx context.Context) error {
 	select {
 	case <-cerr:
 	case <-ctx.Done():
+	}
+	if c.topics != nil {
+		// fail started deleting the topic queue; a failure is the caller's to
+		// report (the queue would otherwise collect messages until swept).
+		select {
+		case <-c.topics.dropped:
+			if c.topics.dropErr != nil {
+				return fmt.Errorf("closing %s: %w", c.uri, c.topics.dropErr)
+			}
+		case <-ctx.Done():
+		}
 	}
 	return nil
 }

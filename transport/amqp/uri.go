@@ -57,6 +57,13 @@ type URI struct {
 	// Management is the RabbitMQ management API URL (?management=); "" is
 	// http://HOST:15672.
 	Management string
+	// ServerNamedTopics makes topic subscriptions on RabbitMQ attach to
+	// "/exchange/amq.topic/KEY" as third-party clients do, each getting a
+	// server-named queue that RabbitMQ 3.10 leaves behind (the caller deletes
+	// it), instead of the connection's shared topic queue (topics.go), which
+	// demand sources take for the bridge's own. For test clients; no URI
+	// option sets it.
+	ServerNamedTopics bool
 }
 
 // Default ports (AMQP 1.0 §2.2: 5672, and 5671 for TLS).

@@ -120,6 +120,7 @@ type Conn struct {
 	// Owned by the calling goroutine (the bridge session).
 	nextConsumer int64
 	tx           *localTxID // the open send transaction, nil if none
+	untx         bool       // messages sent outside a transaction since the last Commit
 	msgSeq       int64
 }
 
@@ -675,14 +676,21 @@ func (c *Conn) OwnConsumer(id string) bool {
 	return strings.HasPrefix(id, c.connID.Value+":")
 }
 
-// Send implements transport.Conn: the message joins the open local
-// transaction (begun with the first Send after a Commit).
+// Send implements transport.Conn: a persistent message joins the open local
+// transaction (begun with the first persistent Send after a Commit). A
+// non-persistent one goes outside it, asking for no response: the broker
+// dispatches it on arrival instead of at the COMMIT, and Commit's response
+// confirms it, as the broker handles a connection's commands in order. A
+// refusal comes as a ConnectionError, which ends the connection (Refused),
+// as a refused COMMIT does; messages of the batch that did arrive are then
+// sent again, duplicates rather than loss. JMS leaves the order between
+// persistent and non-persistent messages undefined (JMS 1.1, 4.4.10.2).
 func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 	m, err := fromMessage(tm)
 	if err != nil {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
-	if c.tx == nil {
+	if tm.Persistent && c.tx == nil {
 		tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, nil); err != nil {
 			return fmt.Errorf("beginning transaction: %w", err)
@@ -692,7 +700,11 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 	c.msgSeq++
 	m.ProducerID = c.prodID
 	m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
-	m.TransactionID = c.tx
+	if tm.Persistent {
+		m.TransactionID = c.tx
+	} else {
+		c.untx = true
+	}
 	if err := c.write(ctx, m, nil); err != nil {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
@@ -704,6 +716,21 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 // once.
 func (c *Conn) Commit(ctx context.Context) (transport.Token, error) {
 	tok := transport.Token(c.tokens.Add(1))
+	untx := c.untx
+	c.untx = false
+	if c.tx == nil && untx {
+		// Only messages outside a transaction since the last Commit: an
+		// empty transaction's BEGIN asks for the response that confirms them
+		// (the broker answers commands in order).
+		tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
+		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, c.confirm(tok, nil)); err != nil {
+			return 0, fmt.Errorf("committing: %w", err)
+		}
+		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}, nil); err != nil {
+			return 0, fmt.Errorf("committing: %w", err)
+		}
+		return tok, nil
+	}
 	if c.tx == nil {
 		if c.Err() != nil {
 			return 0, c.closedErr()

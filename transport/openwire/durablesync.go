@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -108,7 +109,7 @@ func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Des
 			if !ok {
 				continue
 			}
-			out = append(out, transport.DurableSubscription{ClientID: ci.ClientID, Name: ci.SubscriptionName, Destination: d, Selector: ci.Selector})
+			out = append(out, transport.DurableSubscription{ClientID: ci.ClientID, Name: ci.SubscriptionName, Destination: d, Selector: strings.TrimPrefix(ci.Selector, hop.ConvertStringPrefix)})
 		}
 		return out, nil
 	case <-c.done:

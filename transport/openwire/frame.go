@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultMaxFrameSize bounds a frame read from the broker (and one written):
@@ -31,15 +32,24 @@ func encodeFrameAs(c dataStructure, tight bool) []byte {
 		binary.BigEndian.PutUint32(w.b, uint32(len(w.b)-4))
 		return w.b
 	}
-	w := &writer{b: make([]byte, 0, 256), tight: true}
+	// The marshalled body is copied behind the bit stream, so its buffer is
+	// scratch: pooled, it is not grown afresh (256, 512, 1,024, … bytes) for
+	// every message.
+	w := tightWriters.Get().(*writer)
+	w.b, w.bits, w.nbit = w.b[:0], w.bits[:0], 0
 	c.marshal(w)
 	out := make([]byte, 5, 8+len(w.bits)+len(w.b))
 	out[4] = c.dsType()
 	out = w.appendBits(out)
 	out = append(out, w.b...)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	if cap(w.b) <= 1<<20 {
+		tightWriters.Put(w) // a rare huge message's buffer is not kept
+	}
 	return out
 }
+
+var tightWriters = sync.Pool{New: func() any { return &writer{b: make([]byte, 0, 4096), tight: true} }}
 
 // readFrame reads one frame's payload (type byte and body) from r.
 func readFrame(r io.Reader, buf []byte, max int) ([]byte, error) {

@@ -136,7 +136,7 @@ func (r *reader) primitive() any {
 // decodeProps produces (int, uint8, …) are converted to the nearest Java
 // type; anything else is an error naming the property.
 func encodeProps(props []transport.Property) ([]byte, error) {
-	w := &writer{}
+	w := &writer{b: make([]byte, 0, 4+48*len(props))} // names and values are short as a rule
 	if err := w.primitiveMap(props, 0); err != nil {
 		return nil, err
 	}

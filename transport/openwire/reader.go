@@ -21,12 +21,19 @@ import (
 // while the bridge is busy.
 func (c *Conn) readLoop(br *bufio.Reader) {
 	var buf []byte
+	var deadline time.Time
 	for {
 		if c.inactivity > 0 {
 			// After its initial delay the broker writes a KeepAliveInfo when it
 			// has written nothing for a third of the duration; twice the
-			// duration beyond the delay is silence for sure.
-			c.nc.SetReadDeadline(time.Now().Add(initialDelay(c.inactivity) + 2*c.inactivity))
+			// duration beyond the delay is silence for sure. Moving the
+			// deadline costs more than reading a small frame, so it moves at
+			// most every eighth of that.
+			timeout := initialDelay(c.inactivity) + 2*c.inactivity
+			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
+				deadline = now.Add(timeout)
+				c.nc.SetReadDeadline(deadline)
+			}
 		}
 		p, err := readFrame(br, buf, c.uri.MaxFrameSize)
 		if err != nil {

@@ -290,6 +290,12 @@ func (w *writer) i64(v int64) {
 // 65535 encoded bytes; callers check outside data with fitsUTF first, and
 // this writer cuts the rest as a last resort rather than corrupt the frame.
 func (w *writer) utf(s string) {
+	if len(s) <= math.MaxUint16 && isASCII(s) {
+		// The common case, written without a copy.
+		w.b = binary.BigEndian.AppendUint16(w.b, uint16(len(s)))
+		w.b = append(w.b, s...)
+		return
+	}
 	p := encodeMUTF8(s)
 	if len(p) > math.MaxUint16 {
 		p = p[:math.MaxUint16]
@@ -330,7 +336,12 @@ func (w *writer) bytes(p []byte) {
 }
 
 // fitsUTF reports whether s can be written with writeUTF.
-func fitsUTF(s string) bool { return len(encodeMUTF8(s)) <= math.MaxUint16 }
+func fitsUTF(s string) bool {
+	if len(s) <= math.MaxUint16 && isASCII(s) {
+		return true // ASCII encodes byte for byte: no need to encode it
+	}
+	return len(encodeMUTF8(s)) <= math.MaxUint16
+}
 
 // encodeMUTF8 encodes s in Java's modified UTF-8: U+0000 as two bytes, and
 // characters outside the BMP as two three-byte surrogates.

@@ -30,6 +30,18 @@ type encoder struct {
 
 var headerEscaper = strings.NewReplacer("\\", "\\\\", "\r", "\\r", "\n", "\\n", ":", "\\c")
 
+// needsEscape reports whether s holds a character STOMP 1.2 escapes in headers.
+// Most headers hold none, and checking is far cheaper than the replacer.
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\', '\r', '\n', ':':
+			return true
+		}
+	}
+	return false
+}
+
 func (e *encoder) writeFrame(f *frame.Frame) error {
 	if _, err := e.w.WriteString(f.Command); err != nil {
 		return err
@@ -39,7 +51,7 @@ func (e *encoder) writeFrame(f *frame.Frame) error {
 	if f.Header != nil {
 		for i := 0; i < f.Header.Len(); i++ {
 			k, v := f.Header.GetAt(i)
-			if escape {
+			if escape && (needsEscape(k) || needsEscape(v)) {
 				headerEscaper.WriteString(e.w, k)
 				e.w.WriteByte(':')
 				headerEscaper.WriteString(e.w, v)
@@ -66,6 +78,11 @@ type decoder struct {
 	maxHeaders, maxHeaderBytes int
 	// unescape is set once CONNECTED negotiated version 1.1 or later.
 	unescape bool
+
+	// Scratch space of readFrame, reused from frame to frame.
+	block []byte   // the header lines
+	cuts  []int    // per header: start, colon, end in block
+	kv    []string // keys and values
 }
 
 // readFrame returns the next frame, or errHeartBeat for a heart-beat EOL.
@@ -77,9 +94,17 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 	if len(line) == 0 {
 		return nil, errHeartBeat
 	}
-	f := &frame.Frame{Command: string(line), Header: frame.NewHeader()}
-	switch f.Command {
-	case frame.CONNECTED, frame.MESSAGE, frame.RECEIPT, frame.ERROR:
+	f := &frame.Frame{}
+	// A switch on string(line) does not allocate; the constants are reused.
+	switch string(line) {
+	case frame.CONNECTED:
+		f.Command = frame.CONNECTED
+	case frame.MESSAGE:
+		f.Command = frame.MESSAGE
+	case frame.RECEIPT:
+		f.Command = frame.RECEIPT
+	case frame.ERROR:
+		f.Command = frame.ERROR
 	default:
 		return nil, fmt.Errorf("unexpected stomp command %q", trimForLog(line))
 	}
@@ -88,6 +113,11 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 	if d.maxHeaderBytes > 0 && d.maxHeaderBytes < maxHeaderBytes {
 		maxHeaderBytes = d.maxHeaderBytes
 	}
+	// The header lines are gathered in d.block and turned into one string,
+	// which every key and value is a slice of: one allocation for the
+	// header text instead of two per header (a MESSAGE carries a dozen or
+	// more), and one for the header list, sized exactly.
+	d.block, d.cuts = d.block[:0], d.cuts[:0]
 	for {
 		line, err := d.readLine(maxHeaderBytes - headerBytes + 2)
 		if err != nil {
@@ -107,8 +137,16 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 		if i <= 0 {
 			return nil, fmt.Errorf("malformed stomp header line %q", trimForLog(line))
 		}
-		k, v := string(line[:i]), string(line[i+1:])
+		start := len(d.block)
+		d.block = append(d.block, line...)
+		d.cuts = append(d.cuts, start, start+i, len(d.block))
+	}
+	text := string(d.block)
+	d.kv = d.kv[:0]
+	for j := 0; j < len(d.cuts); j += 3 {
+		k, v := text[d.cuts[j]:d.cuts[j+1]], text[d.cuts[j+1]+1:d.cuts[j+2]]
 		if d.unescape && f.Command != frame.CONNECTED {
+			var err error
 			if k, err = unescapeHeader(k); err != nil {
 				return nil, err
 			}
@@ -116,7 +154,13 @@ func (d *decoder) readFrame() (*frame.Frame, error) {
 				return nil, err
 			}
 		}
-		f.Header.Add(k, v)
+		d.kv = append(d.kv, k, v)
+	}
+	f.Header = frame.NewHeader(d.kv...) // copies d.kv once, exactly sized
+	clear(d.kv)                         // keep no references to the text
+	if cap(d.block) > 64<<10 {
+		// A rare huge header section does not stay allocated.
+		d.block, d.cuts, d.kv = nil, nil, nil
 	}
 	if cl, ok := f.Header.Contains(frame.ContentLength); ok {
 		// Digits only, as go-stomp's reader has it (Atoi would take "+5" and "-0").

@@ -182,8 +182,10 @@ type Conn struct {
 	expectEvery time.Duration // heart-beat receive interval, 0 = none
 
 	out        chan *frame.Frame
-	inbox      *inbox // MESSAGE frames read, not yet handed to deliveries
+	urgent     urgentQueue // frames written by WriteNow, ahead of out
+	inbox      *inbox      // MESSAGE frames read, not yet handed to deliveries
 	deliveries chan *frame.Frame
+	pumpOnce   sync.Once // starts pump on the first call of Deliveries
 	done       chan struct{}
 	failOnce   sync.Once
 	err        error // set before done is closed
@@ -224,6 +226,7 @@ func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, er
 		opts:       opts,
 		nc:         nc,
 		out:        make(chan *frame.Frame, opts.WriteQueue),
+		urgent:     urgentQueue{signal: make(chan struct{}, 1)},
 		deliveries: make(chan *frame.Frame, opts.DeliveryQueue),
 		done:       make(chan struct{}),
 		receipts:   make(map[string]func(error)),
@@ -236,7 +239,6 @@ func newConn(ctx context.Context, nc net.Conn, uri URI, opts Options) (*Conn, er
 	}
 	c.inbox = newInbox(opts.AutoAckQueue)
 	go c.readLoop(dec)
-	go c.pump()
 	go c.writeLoop()
 	return c, nil
 }
@@ -351,7 +353,16 @@ func (c *Conn) Err() error {
 // Deliveries carries the MESSAGE frames of every subscription, and the RECEIPT
 // frames of WriteStreamReceipt, in the order the broker sent them. It is closed
 // after the connection ended.
-func (c *Conn) Deliveries() <-chan *frame.Frame { return c.deliveries }
+// A connection is read either through Deliveries or through next, never both.
+func (c *Conn) Deliveries() <-chan *frame.Frame {
+	c.pumpOnce.Do(func() { go c.pump() })
+	return c.deliveries
+}
+
+// next returns the next frame Deliveries would carry, waiting for it; false
+// once the connection ended. BrokerConn reads this way, which spares every
+// message a hand-over between goroutines (pump) on its way to the bridge.
+func (c *Conn) next() (*frame.Frame, bool) { return c.inbox.pop(c.done) }
 
 // Write queues f for sending. It blocks only while the write queue is full.
 func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
@@ -369,6 +380,54 @@ func (c *Conn) Write(ctx context.Context, f *frame.Frame) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// WriteNow queues frames for sending without ever blocking, ahead of every
+// frame Write queues after this call returns (and possibly of some queued
+// before). It is for goroutines that must keep draining the connection, such
+// as the one releasing settlements held behind a Sync (BrokerConn.Sync): if
+// they waited for room in the write queue while the broker waits to write to
+// us, neither side would read. The frames are few (one per subscription and
+// a Sync), so the queue needs no bound.
+func (c *Conn) WriteNow(fs ...*frame.Frame) error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	for _, f := range fs {
+		c.noteSubscription(f)
+	}
+	c.urgent.push(fs)
+	return nil
+}
+
+// urgentQueue holds WriteNow's frames for the writer.
+type urgentQueue struct {
+	mu     sync.Mutex
+	frames []*frame.Frame
+	n      atomic.Int32  // len(frames), read without mu by the writer
+	signal chan struct{} // capacity 1: frames were added
+}
+
+func (q *urgentQueue) push(fs []*frame.Frame) {
+	q.mu.Lock()
+	q.frames = append(q.frames, fs...)
+	q.n.Store(int32(len(q.frames)))
+	q.mu.Unlock()
+	wake(q.signal)
+}
+
+func (q *urgentQueue) take() []*frame.Frame {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	fs := q.frames
+	q.frames = nil
+	q.n.Store(0)
+	q.mu.Unlock()
+	return fs
 }
 
 // noteSubscription records the ack mode of a SUBSCRIBE before it is sent (its first
@@ -526,9 +585,17 @@ func (c *Conn) readLoop(dec *decoder) {
 		// With the broker honouring our request that is 1.5 × the URI's heartBeat.
 		timeout = 3 * c.expectEvery
 	}
+	var deadline time.Time
 	for {
 		if timeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(timeout))
+			// Moving the deadline costs more than reading a small frame, so
+			// it moves at most every timeout/8: a silent connection is then
+			// noticed between 7/8 and 8/8 of timeout after its last frame,
+			// still beyond the two broker intervals a live one may leave.
+			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
+				deadline = now.Add(timeout)
+				c.nc.SetReadDeadline(deadline)
+			}
 		}
 		f, err := dec.readFrame()
 		if err == errHeartBeat {
@@ -766,26 +833,47 @@ func (c *Conn) writeLoop() {
 		c.wrote.Store(true)
 		return true
 	}
+	// write encodes f, after WriteNow's frames: checking them before every
+	// queued frame keeps a WriteNow frame ahead of any frame queued after it.
+	write := func(f *frame.Frame) bool {
+		for _, u := range c.urgent.take() {
+			if err := enc.writeFrame(u); err != nil {
+				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+				return false
+			}
+		}
+		if f == nil {
+			return true
+		}
+		if err := enc.writeFrame(f); err != nil {
+			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			return false
+		}
+		return true
+	}
+	// burst writes whatever else is queued, then flushes: one syscall per burst.
+	burst := func() bool {
+		for w.Buffered() < 256<<10 {
+			select {
+			case f := <-c.out:
+				if !write(f) {
+					return false
+				}
+				continue
+			default:
+			}
+			break
+		}
+		return write(nil) && flush()
+	}
 	for {
 		select {
 		case f := <-c.out:
-			if err := enc.writeFrame(f); err != nil {
-				c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
+			if !write(f) || !burst() {
 				return
 			}
-			// Write whatever else is queued before flushing: one syscall per burst.
-			for more := true; more && w.Buffered() < 256<<10; {
-				select {
-				case f := <-c.out:
-					if err := enc.writeFrame(f); err != nil {
-						c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			if !flush() {
+		case <-c.urgent.signal:
+			if !write(nil) || !burst() {
 				return
 			}
 		case <-tick:

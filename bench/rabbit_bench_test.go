@@ -1,0 +1,514 @@
+package bench
+
+// BenchmarkRabbitMQ is the RabbitMQ side's anchor (issue 7 part 6): on two
+// RabbitMQ 3.10 nodes A and B, a producer on A's queue and a consumer on B's
+// queue of the same name, both over AMQP 1.0 (transport/amqp), 1 KiB bodies:
+//
+//	federation      B's queue is federated from A's (rabbitmq_federation: an
+//	                upstream to A and a policy on the queue, ack-mode
+//	                on-confirm, the plugin's default)
+//	brokernet-amqp  `brokernet bridge amqp://A amqp://B` as a subprocess (demand
+//	                from B's event exchange over STOMP)
+//
+// The same phases as BenchmarkForwarding (warm-up, full speed, paced at
+// -bench.rate for -bench.steady), on fresh nodes per path and mode, with the
+// same loss check: every sequence number arrives once. Both paths acknowledge
+// A only after B confirmed (federation on-confirm; brokernet always), so both
+// are at-least-once. The table goes to stdout; flags after -args:
+//
+//	-bench.rabbitpaths=federation,brokernet-amqp   ("" skips this benchmark)
+//	-bench.rabbitn=20000 -bench.rabbitnpersistent=5000   full-speed messages
+//	-bench.modes, -bench.rate, -bench.steady, -bench.warmup, -bench.size,
+//	-bench.window, -bench.prefetch, -bench.bin, -bench.quietwait   as for BenchmarkForwarding
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/amqp"
+)
+
+var (
+	flagRabbitPaths = flag.String("bench.rabbitpaths", "federation,brokernet-amqp", "RabbitMQ paths to measure: federation, brokernet-amqp (empty: none)")
+	flagRabbitN     = flag.Int("bench.rabbitn", 20000, "RabbitMQ paths: messages in the full-speed phase, non-persistent")
+	flagRabbitNP    = flag.Int("bench.rabbitnpersistent", 5000, "RabbitMQ paths: messages in the full-speed phase, persistent")
+)
+
+const (
+	rabbitQueue = "bench.rmq"
+	// The AMQP 1.0 producer commits a batch every rabbitBatch messages and
+	// keeps at most rabbitInFlight unconfirmed; the consumer's link credit.
+	rabbitBatch    = 100
+	rabbitInFlight = 1000
+	rabbitCredit   = 1000
+)
+
+var knownRabbitPaths = map[string]bool{"federation": true, "brokernet-amqp": true}
+
+func BenchmarkRabbitMQ(b *testing.B) {
+	paths := splitList(*flagRabbitPaths)
+	if len(paths) == 0 {
+		b.Skip("-bench.rabbitpaths is empty")
+	}
+	for _, p := range paths {
+		if !knownRabbitPaths[p] {
+			b.Fatalf("unknown path %q in -bench.rabbitpaths (want federation or brokernet-amqp)", p)
+		}
+	}
+	var results []*result
+	for _, mode := range splitList(*flagModes) {
+		for _, path := range paths {
+			r := &result{settings: brokerSettings{name: "rabbitmq", desc: "RabbitMQ 3.10 defaults"}, mode: mode, path: path}
+			results = append(results, r)
+			b.Run(mode+"/"+path, func(b *testing.B) {
+				runRabbitPath(b, r)
+				report(b, r)
+			})
+		}
+	}
+	title := fmt.Sprintf("brokernet bench, RabbitMQ 3.10 (two nodes, defaults), producer and consumer over AMQP 1.0: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; producer commits every %d, at most %d unconfirmed; consumer credit %d, accepts each; paced %.0f msg/s for %s; warm-up %d",
+		*flagBodySize, *flagRabbitN, *flagRabbitNP, rabbitBatch, rabbitInFlight, rabbitCredit, *flagRate, *flagSteady, *flagWarmup)
+	printRabbitTable(results, title, "brokersCPU/msg: both nodes during the full-speed phase")
+}
+
+func runRabbitPath(b *testing.B, r *result) {
+	ctx := context.Background()
+	persistent := r.mode == modePersistent
+	r.n = *flagRabbitN
+	if persistent {
+		r.n = *flagRabbitNP
+	}
+	if *flagQuietWait > 0 {
+		busy, waited := WaitQuiet(*flagQuietWait, 0.25, runtime.NumCPU())
+		r.idleBefore = busy
+		b.Logf("machine %.0f%% busy before start (waited %s)", 100*busy, waited.Round(time.Second))
+	}
+	nodes := testbroker.StartRabbitMQs(b, testbroker.RabbitOptions{}, testbroker.RabbitOptions{})
+	a, bb := nodes[0], nodes[1]
+
+	var br *Bridge
+	switch r.path {
+	case "federation":
+		if err := federate(ctx, bb, a, rabbitQueue); err != nil {
+			r.failed = err.Error()
+			b.Fatal(err)
+		}
+	case "brokernet-amqp":
+		bin := brokernetBinary(b)
+		uri := func(n *testbroker.RabbitMQ) string {
+			return n.AMQPURI() + "?stompPort=" + strconv.Itoa(n.StompPort()) + "&management=" + url.QueryEscape(n.ManagementURL())
+		}
+		args := []string{"bridge", "--log-level", "warn", "--log-format", "json"}
+		if *flagWindow > 0 {
+			args = append(args, "--window", fmt.Sprint(*flagWindow))
+		}
+		if *flagPrefetch > 0 {
+			args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
+		}
+		args = append(args, uri(a), uri(bb))
+		var err error
+		if br, err = StartBridge(bin, args...); err != nil {
+			r.failed = "starting brokernet: " + err.Error()
+			b.Fatal(r.failed)
+		}
+		b.Cleanup(func() {
+			br.Kill()
+			if b.Failed() {
+				b.Logf("brokernet output:\n%s", br.Output())
+			}
+		})
+	}
+	pathCtx, cancelPath := context.WithCancel(ctx)
+	defer cancelPath()
+	var gone <-chan struct{}
+	pidBridge := 0
+	if br != nil {
+		gone, pidBridge = br.Exited(), br.Pid()
+	}
+	sample := func() CPUSample {
+		c := TakeCPU(0, 0, pidBridge)
+		c.BrokerA, c.BrokerB = treeCPU(a.Pid()), treeCPU(bb.Pid())
+		return c
+	}
+
+	cons, err := subscribeAMQP(ctx, bb.AMQPURI(), rabbitQueue)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.close()
+	prod, err := dialAMQP(ctx, a.AMQPURI())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Abort()
+	body := Body(*flagBodySize)
+	send := func(p Phase, n int, rate float64) SendStats {
+		b.Helper()
+		cons.Expect(p, n)
+		st, err := sendAMQP(pathCtx, prod, p, n, persistent, body, rate)
+		if err != nil {
+			b.Fatalf("%s phase: sending: %v", p, err)
+		}
+		return st
+	}
+
+	t0 := time.Now()
+	send(Warmup, *flagWarmup, 0)
+	wctx, cancel := context.WithTimeout(pathCtx, 90*time.Second)
+	ok := cons.wait(wctx, Warmup, 60*time.Second, gone)
+	cancel()
+	if !ok {
+		w := cons.Result(Warmup)
+		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
+		if br != nil {
+			r.failed += "; brokernet's last words: " + firstNonEmpty(br.LastLine(), "(none)")
+		}
+		b.Fatal(r.failed)
+	}
+	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
+
+	c0 := sample()
+	st := send(Full, r.n, 0)
+	if !cons.wait(pathCtx, Full, stallTimeout, gone) {
+		b.Errorf("full-speed phase: messages missing after %s without progress", stallTimeout)
+	}
+	r.full = phaseStats{n: r.n, cpu: sample().Sub(c0)}
+	full := cons.Result(Full)
+	if wall := full.Last.Sub(st.Start); full.Distinct > 0 && wall > 0 {
+		r.rate = float64(full.Distinct) / wall.Seconds()
+	}
+	if d := st.End.Sub(st.Start); d > 0 {
+		r.sendRate = float64(r.n) / d.Seconds()
+	}
+	r.p50, r.p99 = full.P50, full.P99
+
+	r.steadyN = int(*flagRate * flagSteady.Seconds())
+	c0 = sample()
+	sst := send(Steady, r.steadyN, *flagRate)
+	if d := sst.End.Sub(sst.Start); d > 0 {
+		r.steadyRate = float64(r.steadyN) / d.Seconds()
+	}
+	if !cons.wait(pathCtx, Steady, stallTimeout, gone) {
+		b.Errorf("steady phase: messages missing after %s without progress", stallTimeout)
+	}
+	r.steady = phaseStats{n: r.steadyN, cpu: sample().Sub(c0)}
+	// Late duplicates (a redelivery after a lost confirmation) come soon.
+	time.Sleep(500 * time.Millisecond)
+	steady := cons.Result(Steady)
+	r.sp50, r.sp99, r.sMax = steady.P50, steady.P99, steady.Max
+
+	for p := range NumPhases {
+		pr := cons.Result(p)
+		r.lost += pr.Lost
+		r.dups += pr.Dups
+		r.bad += pr.Bad
+	}
+	r.foreign = cons.Foreign()
+	if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 {
+		b.Errorf("LOSS CHECK FAILED on %s/%s: lost %d, duplicates %d, bad seq %d, foreign %d", r.mode, r.path, r.lost, r.dups, r.bad, r.foreign)
+	}
+	if br != nil {
+		u, err := br.Stop(45 * time.Second)
+		r.bridgeCPU, r.bridgeRSS, r.bridgeExit = u.CPU, u.MaxRSS, u.ExitCode
+		r.bridgeMsgs = *flagWarmup + r.n + r.steadyN
+		if err != nil {
+			b.Errorf("stopping brokernet: %v\n%s", err, br.Output())
+		} else if u.ExitCode != 0 {
+			b.Errorf("brokernet exit code %d\n%s", u.ExitCode, br.Output())
+		}
+		if out := strings.TrimSpace(br.Output()); out != "" {
+			b.Logf("brokernet output (warn and above):\n%s", out)
+		}
+	}
+	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
+		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+}
+
+// treeCPU is the user+system CPU time so far of process pid and all its
+// descendants: a test node's pid is its wrapper's, whose children are the
+// Erlang VM (beam.smp) and its helpers.
+func treeCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	parent := map[int]int{}
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		// After the command: state, ppid (fields 3 and 4).
+		if f := strings.Fields(string(data[i+1:])); len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var total time.Duration
+	for p := range parent {
+		for q := p; q > 1; q = parent[q] {
+			if q == pid {
+				total += ProcCPU(p)
+				break
+			}
+		}
+	}
+	return total
+}
+
+// federate makes queue on down a federated queue of the same queue on up: an
+// upstream named after up (its AMQP 0-9-1 port is the AMQP 1.0 one) and a
+// policy applying it to the queue (rabbitmq_federation, enabled on test nodes).
+func federate(ctx context.Context, down, up *testbroker.RabbitMQ, queue string) error {
+	upstream := fmt.Sprintf(`{"value":{"uri":"amqp://guest:guest@%s","ack-mode":"on-confirm"}}`, up.AMQPAddr())
+	if err := mgmtPut(ctx, down, "/api/parameters/federation-upstream/%2F/bench-up", upstream); err != nil {
+		return fmt.Errorf("federation upstream: %w", err)
+	}
+	policy := fmt.Sprintf(`{"pattern":"^%s$","definition":{"federation-upstream-set":"all"},"apply-to":"queues"}`,
+		strings.ReplaceAll(queue, ".", `\\.`))
+	if err := mgmtPut(ctx, down, "/api/policies/%2F/bench-federation", policy); err != nil {
+		return fmt.Errorf("federation policy: %w", err)
+	}
+	return nil
+}
+
+func mgmtPut(ctx context.Context, n *testbroker.RabbitMQ, path, body string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, n.ManagementURL()+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("PUT %s: %s: %s", path, resp.Status, msg)
+	}
+	return nil
+}
+
+func dialAMQP(ctx context.Context, uri string) (*amqp.Conn, error) {
+	u, err := amqp.ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return amqp.DialConn(ctx, u)
+}
+
+// sendAMQP sends n messages of phase p to rabbitQueue on c, in committed
+// batches of rabbitBatch with at most rabbitInFlight unconfirmed, paced at rate
+// msg/s when rate > 0 (bursts on a 5 ms ticker), and returns once RabbitMQ
+// accepted every one. c's events are read here only.
+func sendAMQP(ctx context.Context, c *amqp.Conn, p Phase, n int, persistent bool, body []byte, rate float64) (SendStats, error) {
+	d := destination.Destination{Kind: destination.Queue, Name: rabbitQueue}
+	tag := phaseTags[p]
+	pending := map[transport.Token]int{}
+	inFlight := 0
+	// await takes confirmations until at most limit messages are unconfirmed.
+	await := func(limit int) error {
+		for inFlight > limit {
+			select {
+			case ev, ok := <-c.Events():
+				if !ok {
+					return fmt.Errorf("producer connection ended: %w", c.Err())
+				}
+				k, mine := pending[ev.Token]
+				if !mine {
+					continue
+				}
+				if ev.Kind == transport.Refused {
+					return fmt.Errorf("batch refused: %w", ev.Err)
+				}
+				for _, o := range ev.Outcomes {
+					if o.Outcome != transport.Accepted {
+						return fmt.Errorf("a message was not accepted: %v", o.Err)
+					}
+				}
+				delete(pending, ev.Token)
+				inFlight -= k
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	sendBatch := func(from, k int) error {
+		for i := from; i < from+k; i++ {
+			m := &transport.Message{Destination: d, Persistent: persistent, Priority: -1, Body: body, Props: []transport.Property{
+				{Name: HeaderPhase, Value: tag},
+				{Name: HeaderSeq, Value: strconv.Itoa(i)},
+				{Name: HeaderTS, Value: strconv.FormatInt(time.Now().UnixNano(), 10)},
+			}}
+			if err := c.Send(ctx, m); err != nil {
+				return err
+			}
+		}
+		tok, err := c.Commit(ctx)
+		if err != nil {
+			return err
+		}
+		pending[tok] = k
+		inFlight += k
+		return await(rabbitInFlight)
+	}
+	st := SendStats{Start: time.Now()}
+	if rate <= 0 {
+		for i := 0; i < n; i += rabbitBatch {
+			if err := sendBatch(i, min(rabbitBatch, n-i)); err != nil {
+				return st, err
+			}
+		}
+	} else {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for sent := 0; sent < n; {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return st, ctx.Err()
+			}
+			due := min(n, int(rate*time.Since(st.Start).Seconds()))
+			for sent < due {
+				k := min(rabbitBatch, due-sent)
+				if err := sendBatch(sent, k); err != nil {
+					return st, err
+				}
+				sent += k
+			}
+		}
+	}
+	if err := await(0); err != nil {
+		return st, err
+	}
+	st.End = time.Now()
+	return st, nil
+}
+
+// amqpConsumer records what arrives on rabbitQueue over AMQP 1.0, accepting
+// each message once recorded.
+type amqpConsumer struct {
+	Recorder
+	conn *amqp.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func subscribeAMQP(ctx context.Context, uri, queue string) (*amqpConsumer, error) {
+	c, err := dialAMQP(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := c.Subscribe(ctx, transport.Subscription{ID: "bench", Destination: destination.Destination{Kind: destination.Queue, Name: queue},
+		Prefetch: rabbitCredit, Ack: transport.Individual})
+	if err != nil {
+		c.Abort()
+		return nil, err
+	}
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				return nil, fmt.Errorf("consumer connection ended: %w", c.Err())
+			}
+			if ev.Token != tok {
+				continue
+			}
+			if ev.Kind == transport.Refused {
+				c.Abort()
+				return nil, fmt.Errorf("subscribing to %s: %w", queue, ev.Err)
+			}
+			cons := &amqpConsumer{conn: c, done: make(chan struct{})}
+			go cons.run()
+			return cons, nil
+		case <-time.After(30 * time.Second):
+			c.Abort()
+			return nil, errors.New("subscription not confirmed within 30 s")
+		}
+	}
+}
+
+func (c *amqpConsumer) run() {
+	defer close(c.done)
+	for ev := range c.conn.Events() {
+		if ev.Kind != transport.Delivery {
+			continue
+		}
+		m := ev.Msg
+		c.record(m.PropString(HeaderPhase), m.PropString(HeaderSeq), m.PropString(HeaderTS), time.Now())
+		if err := c.conn.Settle(context.Background(), ev.Sub, []transport.Ref{ev.Ref}, transport.Accepted); err != nil {
+			fmt.Fprintf(os.Stderr, "bench consumer: settling: %v\n", err)
+			return
+		}
+	}
+}
+
+func (c *amqpConsumer) close() {
+	c.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.conn.Close(ctx)
+		<-c.done
+	})
+}
+
+// printRabbitTable prints one row per result under title; brokers says what
+// the brokersCPU/msg column counts.
+func printRabbitTable(results []*result, title, brokers string) {
+	if len(results) == 0 {
+		return
+	}
+	w := os.Stdout
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, title)
+	fmt.Fprintf(w, "%-15s %-23s %8s %10s %10s %8s %8s %8s %5s %4s %14s %16s %10s\n",
+		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50@r", "p99@r", "rate@r", "lost", "dup", "bridgeCPU/msg", "brokersCPU/msg", "bridgeRSS")
+	for _, r := range results {
+		if r.failed != "" && r.rate == 0 {
+			fmt.Fprintf(w, "%-15s %-23s %s\n", r.mode, r.path, r.failed)
+			continue
+		}
+		bridgeCPU, rss := "-", "-"
+		if r.bridged() && r.bridgeMsgs > 0 {
+			bridgeCPU = fmt.Sprintf("%.0fµs", float64(r.bridgeCPUPerMsg())/1e3)
+			rss = fmt.Sprintf("%.0fMiB", float64(r.bridgeRSS)/1024)
+		}
+		fmt.Fprintf(w, "%-15s %-23s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %16s %10s\n",
+			r.mode, r.path, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate,
+			r.lost, r.dups, bridgeCPU, perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n)+"µs", rss)
+	}
+	fmt.Fprintln(w, "bridgeCPU/msg: the brokernet process's whole-life CPU over every message it forwarded; "+brokers)
+}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport/endpoint"
+)
+
+// TestRenameFlagsReachTheConnector: --rename becomes the connector's renames,
+// in the order given.
+func TestRenameFlagsReachTheConnector(t *testing.T) {
+	local, err := endpoint.Parse("stomp://127.0.0.1:61613")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := discovery.ParseURI("amqp://127.0.0.1:5672")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console",
+		rename: stringList{"queue://orders=queue://shop.orders", "/topic/a=/topic/b"}}
+	cfg, err := f.config(local, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range cfg.Connectors[0].Renames {
+		got = append(got, r.String())
+	}
+	if len(got) != 2 || got[0] != "queue://orders=queue://shop.orders" || got[1] != "topic://a=topic://b" {
+		t.Errorf("renames %q", got)
+	}
+}
