@@ -75,7 +75,7 @@ scale-daemon: deps
 # the first 8 a brokernet process next to each, measuring convergence, demand
 # propagation 5 hops away, a route broker's SIGKILL under a stream (lost,
 # duplicates), a sidecar's SIGKILL and the cost per daemon and bridge; writes
-# bench/scale/network.csv (not part of test; ~4 GB of RAM, run on a quiet
+# bench/scale/network.csv (not part of test; 2.5 GB of RAM, 3 minutes on a quiet
 # machine). Try small: make scale SCALE_BROKERS=6 SCALEFLAGS='-scale.mesh 4'
 SCALE_BROKERS ?= 20
 scale: deps
