@@ -47,7 +47,7 @@ vet:
 
 # bench compares brokernet with ActiveMQ's own networkConnector on this machine.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/ $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/ $(BENCHFLAGS)
 
 # soak runs a stream of persistent messages through a chain of three brokers for
 # SOAK (default 30m) while brokers are killed and restarted and the consumer churns,
@@ -55,7 +55,7 @@ bench: deps
 # Short trial: make soak SOAK=2m SOAKFLAGS='-soak.restart 40s -soak.report 20s'
 SOAK ?= 30m
 soak: deps
-	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./bench/ -soak $(SOAK) $(SOAKFLAGS)
+	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./internal/bench/ -soak $(SOAK) $(SOAKFLAGS)
 
 # scale-sim simulates networks of 100, 300 and 1,000 brokers driving the real
 # demand rules (internal/netsim) and writes the tables and plots of

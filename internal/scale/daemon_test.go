@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/bench"
+	"github.com/brokernet/brokernet/internal/bench"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 )

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/bench"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/bench"
 	"github.com/brokernet/brokernet/internal/netsim"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
