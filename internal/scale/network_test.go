@@ -33,6 +33,7 @@ var (
 	flagXmx     = flag.String("scale.xmx", "128m", "JVM heap of each broker")
 	flagRate    = flag.Int("scale.rate", 1000, "msg/s of the load phase")
 	flagHops    = flag.Int("scale.hops", 5, "distance of the demand propagation measurement (at most the network's diameter)")
+	flagTTLPlus = flag.Int("scale.ttlextra", 0, "networkTTL above that distance, so that a route avoiding a killed broker may exist within the TTL")
 	flagNetOut  = flag.String("scale.netout", "", "write the results as CSV to this file (e.g. bench/scale/network.csv)")
 )
 
@@ -242,7 +243,7 @@ func measureTopology(t *testing.T, bin, dir, name string, topo netsim.Topology, 
 	n := len(nodes)
 	r := netResult{topology: name, brokers: n, bridges: 2 * len(edges)}
 	// Demand travels from X = broker 0 to F, the broker -scale.hops away (or
-	// the farthest); networkTTL is that distance.
+	// the farthest); networkTTL is that distance plus -scale.ttlextra.
 	dist := bfs(n, edges, 0, -1)
 	far := 0
 	for i, d := range dist {
@@ -250,7 +251,7 @@ func measureTopology(t *testing.T, bin, dir, name string, topo netsim.Topology, 
 			far = i
 		}
 	}
-	r.hops, r.ttl = dist[far], dist[far]
+	r.hops, r.ttl = dist[far], dist[far]+*flagTTLPlus
 	neighbours := make([][]int, n)
 	for _, e := range edges {
 		neighbours[e.A] = append(neighbours[e.A], e.B)
