@@ -4,6 +4,7 @@ package uriredact
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -18,7 +19,41 @@ import (
 // "login" may as well be a passcode whose "user:" was read as the scheme
 // ("xu://secret@h"). A passcode always ends at an '@', so no part of it
 // survives; an '@' in an option value is over-redacted, which is harmless.
+// Credentials inside an option value, percent-encoded as CheckUserinfo asks
+// ("?management=http%3A%2F%2Fu%3Apw%40h"), are hidden the same way.
 func Redact(s string) string {
+	return redactOptions(redactAuthority(s))
+}
+
+// redactOptions applies redactAuthority to every option value of s whose
+// unescaped form holds an '@'.
+func redactOptions(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	params := strings.Split(s[q+1:], "&")
+	changed := false
+	for i, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		uv, err := url.QueryUnescape(v)
+		if err != nil || !strings.Contains(uv, "@") {
+			continue
+		}
+		params[i] = k + "=" + url.QueryEscape(redactAuthority(uv))
+		changed = true
+	}
+	if !changed {
+		return s
+	}
+	return s[:q+1] + strings.Join(params, "&")
+}
+
+// redactAuthority hides the credentials of s's authority (see Redact).
+func redactAuthority(s string) string {
 	at := strings.LastIndex(s, "@")
 	if at < 0 {
 		return s

@@ -36,3 +36,22 @@ func TestCheckUserinfoRefusesUnencodedDelimiters(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactHidesEncodedCredentialsInOptions: an option value holding a URI
+// with credentials, percent-encoded as CheckUserinfo's error asks, shows no
+// passcode either.
+func TestRedactHidesEncodedCredentialsInOptions(t *testing.T) {
+	for _, in := range []string{
+		"amqp://g:x@h:5672?management=http%3A%2F%2Fu%3Asecret%40h%3A15672",
+		"stomp://h:61613?flavor=rabbitmq&management=http://u:secret%40h:15672",
+		"amqp://h?management=http%3a%2f%2fu%3asecret%40h",
+	} {
+		got := Redact(in)
+		if strings.Contains(got, "secret") {
+			t.Errorf("Redact(%q) = %q: the passcode shows", in, got)
+		}
+	}
+	if got := Redact("stomp://h:1?vhost=prod"); got != "stomp://h:1?vhost=prod" {
+		t.Errorf("an option without credentials changed: %q", got)
+	}
+}
