@@ -424,9 +424,12 @@ func TestMalformedAdvisoryIsSkipped(t *testing.T) {
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
-	stomptest.SendN(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.bogus", 0, 3, false)
-	stomptest.Eventually(t, 10*time.Second, func() error {
-		if n := br.Stats().BadAdvisories.Load(); n != 3 {
+	// "Up" can precede the broker's registration of the advisory
+	// subscription, and a topic message sent before it reaches nobody: send
+	// one malformed advisory per attempt until three were counted.
+	stomptest.Eventually(t, 20*time.Second, func() error {
+		if n := br.Stats().BadAdvisories.Load(); n < 3 {
+			stomptest.SendN(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue.bogus", 0, 1, false)
 			return fmt.Errorf("%d malformed advisories counted, want 3", n)
 		}
 		return nil
