@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -584,6 +585,24 @@ func (br *Bridge) usage() BridgeUsage {
 		u.CPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 	}
 	return u
+}
+
+// ProcRSS is the resident set size of process pid in KiB (VmRSS of
+// /proc/PID/status); 0 if it cannot be read.
+func ProcRSS(pid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // ProcCPU is the user+system CPU time of process pid so far, from

@@ -123,7 +123,7 @@ func TestSoak(t *testing.T) {
 		}
 		fmt.Printf("soak %7s %-8s sent %d (+%d unconfirmed) received %d %s %d duplicates %d | brokernet RSS %d KiB goroutines %s | %s\n",
 			time.Since(start).Round(time.Second), what, confirmed, maybe, distinct, label, missing, dups,
-			procRSS(cmd.Process.Pid), scrapeGoroutines(adminPort), bridgeSummary(adminPort))
+			ProcRSS(cmd.Process.Pid), scrapeGoroutines(adminPort), bridgeSummary(adminPort))
 	}
 	for time.Now().Before(end) {
 		select {
@@ -298,23 +298,6 @@ func soakTally(p *soakProducer, cs []*stomptest.Consumer) (distinct, dups, lost 
 		}
 	}
 	return len(seen), dups, lost
-}
-
-// procRSS is the resident set size of pid in KiB (VmRSS), 0 if unknown.
-func procRSS(pid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // scrapeGoroutines reads go_goroutines from the admin endpoint's /metrics.

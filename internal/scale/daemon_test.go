@@ -191,10 +191,10 @@ func runDaemon(t *testing.T, bin, dir string, a, b *testbroker.ActiveMQ, k int, 
 		return errors.New("goroutine count still moving")
 	})
 	row.Goroutines = last[len(last)-1]
-	row.RSSKiB = rssKiB(cmd.Process.Pid)
-	c0, t0 := cpuTime(cmd.Process.Pid), time.Now()
+	row.RSSKiB = bench.ProcRSS(cmd.Process.Pid)
+	c0, t0 := bench.ProcCPU(cmd.Process.Pid), time.Now()
 	time.Sleep(10 * time.Second) // idle CPU is a rate: it needs a window
-	row.IdleCPU = float64(cpuTime(cmd.Process.Pid)-c0) / float64(time.Since(t0))
+	row.IdleCPU = float64(bench.ProcCPU(cmd.Process.Pid)-c0) / float64(time.Since(t0))
 	if !reload {
 		return row
 	}

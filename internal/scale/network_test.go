@@ -159,7 +159,7 @@ func TestNetwork(t *testing.T) {
 			Name: fmt.Sprintf("scale%02d", i), ID: fmt.Sprintf("scale-%02d", i), Persistent: true, Xmx: *flagXmx,
 		})
 		nodes[i] = &node{broker: b}
-		t.Logf("broker %d up in %v, RSS %d MiB", i, time.Since(t0).Round(time.Millisecond), rssKiB(b.Pid())/1024)
+		t.Logf("broker %d up in %v, RSS %d MiB", i, time.Since(t0).Round(time.Millisecond), bench.ProcRSS(b.Pid())/1024)
 	}
 	var results []netResult
 	for _, name := range strings.Split(*flagTopos, ",") {
@@ -456,7 +456,7 @@ func daemonCost(t *testing.T, nodes []*node, window time.Duration) (int64, int, 
 	var rss int64
 	var g int
 	for _, nd := range nodes {
-		rss += rssKiB(nd.d.cmd.Process.Pid)
+		rss += bench.ProcRSS(nd.d.cmd.Process.Pid)
 		s, err := nd.d.sample()
 		if err != nil {
 			t.Fatal(err)
@@ -472,7 +472,7 @@ func daemonsCPU(nodes []*node) time.Duration {
 		select {
 		case <-nd.d.done:
 		default:
-			sum += cpuTime(nd.d.cmd.Process.Pid)
+			sum += bench.ProcCPU(nd.d.cmd.Process.Pid)
 		}
 	}
 	return sum
