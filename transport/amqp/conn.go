@@ -126,6 +126,8 @@ type subscription struct {
 	sess  *amqp.Session
 	ping  *amqp.Sender
 	dirty bool
+	// credit is the link's credit accounting (credit.go; guarded by Conn.mu).
+	credit *linkCredit
 }
 
 // delivery is the Ref of a Delivery event.
@@ -367,9 +369,10 @@ func (c *Conn) WatchConsumers(context.Context) error {
 func (c *Conn) OwnConsumer(string) bool { return false }
 
 // Subscribe attaches a receiver link in the background; its Confirmed or
-// Refused event follows. Link credit is managed by hand (the prefetch at
-// attach, one more per settled delivery): go-amqp's automatic credit stalls
-// against RabbitMQ 3.10 (verified-here.md). The receiver settles first (the
+// Refused event follows. Link credit is managed by hand: the prefetch at
+// attach, then what was settled, granted only once the link's credit is used
+// up (credit.go: RabbitMQ 3.10 over-delivers on a flow that arrives while it
+// is sending, and go-amqp's credit count wraps on that, which stalled links). The receiver settles first (the
 // default): RabbitMQ 3.10 refuses rcv-settle-mode second on its outgoing links.
 //
 // A refused attach (e.g. a queue that exists with other arguments, or another
@@ -409,7 +412,7 @@ func (c *Conn) Subscribe(ctx context.Context, sub transport.Subscription) (trans
 	}
 	credit := min(max(sub.Prefetch, 1), maxCredit)
 	s := &subscription{id: sub.ID, dest: sub.Destination, key: key, unsettled: map[*amqp.Message]struct{}{},
-		pumped: make(chan struct{})}
+		pumped: make(chan struct{}), credit: newLinkCredit(uint32(credit))}
 	s.life, s.stop = context.WithCancel(c.life)
 	c.mu.Lock()
 	if _, dup := c.subs[sub.ID]; dup {
@@ -533,10 +536,18 @@ func (c *Conn) pump(s *subscription, rcv *amqp.Receiver) {
 		}
 		c.mu.Lock()
 		closing := s.closing
+		grant := s.credit.receive()
 		if !closing {
 			s.unsettled[msg] = struct{}{}
 		}
 		c.mu.Unlock()
+		if grant > 0 && !closing {
+			if err := rcv.IssueCredit(grant); err != nil {
+				c.fail(fmt.Errorf("subscription %s to %s: issuing credit: %w", s.id, s.dest, err))
+				go c.conn.Close()
+				return
+			}
+		}
 		if closing {
 			// Unsubscribe is under way: give it back rather than hand it out.
 			_ = rcv.ReleaseMessage(c.life, msg)
@@ -621,7 +632,7 @@ func (c *Conn) DestroyDurable(_ context.Context, sub transport.Subscription) err
 }
 
 // Settle accepts, releases or rejects deliveries of subscription sub, then
-// gives the link as much credit back. The receiver settles first, so each
+// counts them towards the link's next credit (credit.go). The receiver settles first, so each
 // disposition is settled when written and RabbitMQ sends no answer (Sync is
 // how to know it was processed). RabbitMQ 3.10 maps accepted to basic.ack,
 // released to basic.reject requeue=true, rejected to requeue=false, and closes
@@ -673,8 +684,11 @@ func (c *Conn) Settle(ctx context.Context, sub string, refs []transport.Ref, out
 		c.mu.Unlock()
 		settled++
 	}
-	if settled > 0 {
-		if cerr := rcv.IssueCredit(uint32(settled)); cerr != nil && err == nil {
+	c.mu.Lock()
+	grant := s.credit.settle(settled)
+	c.mu.Unlock()
+	if grant > 0 {
+		if cerr := rcv.IssueCredit(grant); cerr != nil && err == nil {
 			err = c.classify("issuing credit on "+sub, cerr)
 		}
 	}

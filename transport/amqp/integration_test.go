@@ -706,3 +706,76 @@ func TestUnsubscribeReleasesPrefetched(t *testing.T) {
 		}
 	}
 }
+
+// TestCreditNotExceeded: a queue of 20,000 messages read with a prefetch of
+// 100 while another goroutine settles them one at a time, as the bridge and
+// the test consumers do. RabbitMQ 3.10 over-delivered beyond the link credit
+// in every such run when credit was granted per settlement, which wrapped
+// go-amqp's credit count (credit.go): the link then streamed the whole queue
+// or stalled for good. Every message must arrive, none beyond the credit.
+func TestCreditNotExceeded(t *testing.T) {
+	r := sharedRabbit(t)
+	ctx := context.Background()
+	const n, prefetch = 20000, 100
+	q := queue("amqp.credit.exceeded")
+	pc := dial(t, r.AMQPURI())
+	for i := 0; i < n; i++ {
+		if err := pc.Send(ctx, textMsg(q, strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 999 {
+			tok, err := pc.Commit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev, _ := waitToken(t, pc, tok); ev.Kind != transport.Confirmed {
+				t.Fatalf("sending: %v", ev.Err)
+			}
+		}
+	}
+	c := dial(t, r.AMQPURI())
+	const id = "credit"
+	tok, err := c.Subscribe(ctx, transport.Subscription{ID: id, Destination: q, Prefetch: prefetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := make(chan transport.Ref, n)
+	settled := make(chan error, 1)
+	go func() {
+		for range n {
+			if err := c.Settle(ctx, id, []transport.Ref{<-refs}, transport.Accepted); err != nil {
+				settled <- err
+				return
+			}
+		}
+		settled <- nil
+	}()
+	seen := map[string]bool{}
+	deadline := time.After(90 * time.Second)
+	for len(seen) < n {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("events closed: %v", c.Err())
+			}
+			if ev.Token == tok && ev.Kind == transport.Refused {
+				t.Fatal(ev.Err)
+			}
+			if ev.Kind == transport.Delivery && ev.Sub == id {
+				seen[string(ev.Msg.Body)] = true
+				refs <- ev.Ref
+			}
+		case <-deadline:
+			t.Fatalf("received %d of %d", len(seen), n)
+		}
+	}
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	over := c.subs[id].credit.over
+	c.mu.Unlock()
+	if over != 0 {
+		t.Errorf("the broker sent up to %d deliveries beyond the link credit", over)
+	}
+}
