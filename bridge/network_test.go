@@ -393,10 +393,14 @@ func TestStuckMessagesReplay(t *testing.T) {
 				}
 				// B->A sees them: demanded from A, withheld from its demand
 				// (they visited A), taken by nobody on B.
+				var history []string // what was seen, for a failure's message
 				stomptest.Eventually(t, 15*time.Second, func() error {
 					list, measured := ba.Stuck()
+					if h := fmt.Sprintf("%v/%v", list, measured); len(history) == 0 || history[len(history)-1] != h {
+						history = append(history, h)
+					}
 					if !measured || len(list) != 1 || list[0].Destination != "queue://stuck" || list[0].Messages != want {
-						return fmt.Errorf("B->A stuck %v (measured %v), want %d on queue://stuck", list, measured, want)
+						return fmt.Errorf("B->A stuck %v (measured %v), want %d on queue://stuck; seen in turn: %v", list, measured, want, history)
 					}
 					if got := ba.Stats().Stuck.Load(); got != want {
 						return fmt.Errorf("stuck gauge %d, want %d", got, want)

@@ -102,6 +102,15 @@ type stuckMeter struct {
 	browser transport.QueueBrowser
 	seen    map[string]map[string]bool // message ids of the last browse, by queue
 	next    int                        // browse subscriptions made, for their ids
+	failing bool                       // the last round could not measure (logged once)
+}
+
+// failed logs, once per streak of failed rounds, why nothing was measured.
+func (m *stuckMeter) failed(err error, msg string) {
+	if !m.failing {
+		m.log.Warn().Err(err).Msg(msg + " (logged once until it works again)")
+	}
+	m.failing = true
 }
 
 // run measures until ctx ends.
@@ -136,7 +145,7 @@ func (m *stuckMeter) round(ctx context.Context) {
 		c, err := m.ep.Dial(dctx, transport.DialOptions{})
 		cancel()
 		if err != nil {
-			m.log.Debug().Err(err).Msg("stuck messages: cannot connect to the local broker")
+			m.failed(err, "stuck messages: cannot connect to the local broker")
 			m.b.publishStuck(nil, false)
 			return
 		}
@@ -154,7 +163,7 @@ func (m *stuckMeter) round(ctx context.Context) {
 		ids, err := m.browse(ctx, q)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Debug().Err(err).Str("destination", q.String()).Msg("stuck messages: browse failed")
+				m.failed(fmt.Errorf("%s: %w", q, err), "stuck messages: browse failed")
 			}
 			m.closeConn()
 			m.seen = nil
@@ -174,6 +183,10 @@ func (m *stuckMeter) round(ctx context.Context) {
 		}
 	}
 	m.seen = seen
+	if m.failing {
+		m.log.Info().Msg("stuck messages: measured again")
+		m.failing = false
+	}
 	m.b.publishStuck(out, true)
 }
 

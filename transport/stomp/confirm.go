@@ -103,7 +103,7 @@ func (b *BrokerConn) sendConfirmed(ctx context.Context, f *frame.Frame) error {
 	b.rabbit.expect(tok)
 	b.mu.Unlock()
 	f.Header.Set(frame.Receipt, id)
-	if err := b.c.Write(ctx, f); err != nil {
+	if err := b.write(ctx, f); err != nil {
 		b.mu.Lock()
 		b.rabbit.forget(tok)
 		b.mu.Unlock()
@@ -125,10 +125,10 @@ func (b *BrokerConn) commitConfirmed(ctx context.Context) (transport.Token, erro
 	batch.committed, batch.token = true, tok
 	b.rabbit.open = nil
 	b.mu.Unlock()
-	if err := b.c.Write(ctx, frame.New(frame.BEGIN, frame.Transaction, mark, frame.Receipt, id)); err != nil {
+	if err := b.write(ctx, frame.New(frame.BEGIN, frame.Transaction, mark, frame.Receipt, id)); err != nil {
 		return 0, err
 	}
-	return tok, b.c.Write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
+	return tok, b.write(ctx, frame.New(frame.ABORT, frame.Transaction, mark))
 }
 
 // confirmsBySend reports whether batches are confirmed by their SENDs'
