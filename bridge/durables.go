@@ -212,7 +212,7 @@ func (s *session) restoreDurables(ctx context.Context, remote transport.Endpoint
 	if err := s.apply(ctx, s.table.StaleDurables(held)); err != nil {
 		return err
 	}
-	if dl, ok := remote.(transport.DurableLister); ok {
+	if dl, ok := transport.ListsDurables(remote); ok {
 		return s.forgetDestroyedDurables(ctx, dl)
 	}
 	return nil
