@@ -75,9 +75,11 @@ type Config struct {
 	// destroyed with the messages it kept (ActiveMQ's
 	// offlineDurableSubscriberTimeout, for the bridge's own durable
 	// subscriptions). 0, the default, keeps it until the remote durable
-	// subscription is seen destroyed: one destroyed while the bridge was away
-	// cannot be told from one whose subscriber is offline (see durables.go), so
-	// its demand then keeps accumulating.
+	// subscription is seen destroyed. A remote that lists its durable
+	// subscriptions (transport.DurableLister: OpenWire, or STOMP with
+	// ?openwirePort=) shows one destroyed while the bridge was away; otherwise
+	// it cannot be told from one whose subscriber is offline (see
+	// durables.go), and its demand keeps accumulating.
 	DurableOfflineTimeout time.Duration
 	// Renames make local destinations other ones on the remote broker
 	// (rename.go); the include and exclude rules apply to local names.

@@ -30,16 +30,19 @@ import (
 //     subscriber's demand stays kept with its messages, and destroys the
 //     demand names that none of them produces any more (Table.StaleDurables);
 //   - a remote broker that lists its durable subscriptions, online or offline
-//     (transport.DurableLister: OpenWire to ActiveMQ 5.15+, the exchange
-//     behind a networkConnector's syncDurableSubs), is asked at each session
-//     start: a restored one it no longer holds was destroyed while the bridge
-//     was away, and is forgotten with its demand (forgetDestroyedDurables);
+//     (transport.DurableLister whose ListsDurables is true: OpenWire to
+//     ActiveMQ 5.15+, the exchange behind a networkConnector's
+//     syncDurableSubs; or STOMP to such a broker with its OpenWire port named,
+//     ?openwirePort=, listed over OpenWire), is asked at each session start: a
+//     restored one it no longer holds was destroyed while the bridge was away,
+//     and is forgotten with its demand (forgetDestroyedDurables);
 //   - a remote durable subscription offline longer than
 //     Config.DurableOfflineTimeout is forgotten (Table.Forget) and its demand
 //     destroyed, like ActiveMQ's offlineDurableSubscriberTimeout; without a
-//     timeout or a listing remote, the demand of one destroyed while the
-//     bridge was away is kept for good (never lose a message owed, at the
-//     price of that leak).
+//     timeout or a listing remote (STOMP without openwirePort, or a broker
+//     that does not answer), the demand of one destroyed while the bridge was
+//     away is kept for good (never lose a message owed, at the price of that
+//     leak).
 
 // ledgerQueue is the local queue holding the ledger of the bridge with the
 // durable connection's client-id.
@@ -212,7 +215,7 @@ func (s *session) restoreDurables(ctx context.Context, remote transport.Endpoint
 	if err := s.apply(ctx, s.table.StaleDurables(held)); err != nil {
 		return err
 	}
-	if dl, ok := remote.(transport.DurableLister); ok {
+	if dl, ok := transport.ListsDurables(remote); ok {
 		return s.forgetDestroyedDurables(ctx, dl)
 	}
 	return nil

@@ -183,7 +183,7 @@ func (s *session) run(ctx context.Context) error {
 		s.localFailed = true
 		return fmt.Errorf("local broker: %w", err)
 	}
-	_, lists := rep.(transport.DurableLister)
+	_, lists := transport.ListsDurables(rep)
 	if (s.cfg.DurableOfflineTimeout > 0 || lists) && li.Flavour == transport.ActiveMQ && ri.Flavour == transport.ActiveMQ {
 		// Durable demand that outlives the bridge (durables.go). Only a
 		// timeout, or a remote that lists its durable subscriptions, needs the

@@ -364,9 +364,25 @@ func (m *Message) PropString(name string) string {
 // a remote durable subscription destroyed while it was away from one whose
 // subscriber is only offline.
 type DurableLister interface {
+	// ListsDurables reports whether this endpoint is set up to list: an
+	// OpenWire URI always is, a STOMP URI only when it names the broker's
+	// OpenWire port (?openwirePort=). Callers ask before relying on
+	// DurableSubscriptions.
+	ListsDurables() bool
 	// DurableSubscriptions lists the durable subscriptions on topics matching
-	// include (wildcards allowed), on a connection of its own.
+	// include (wildcards allowed), on a connection of its own. It fails when
+	// ListsDurables is false.
 	DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]DurableSubscription, error)
+}
+
+// ListsDurables reports whether ep can list its broker's durable
+// subscriptions (a DurableLister set up to list).
+func ListsDurables(ep Endpoint) (DurableLister, bool) {
+	dl, ok := ep.(DurableLister)
+	if !ok || !dl.ListsDurables() {
+		return nil, false
+	}
+	return dl, true
 }
 
 // DurableSubscription is a durable topic subscription a broker holds.

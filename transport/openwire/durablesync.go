@@ -55,6 +55,10 @@ func (x *brokerSubscriptionInfo) unmarshal(r *reader) {
 
 var _ transport.DurableLister = URI{}
 
+// ListsDurables is true: every OpenWire URI reaches an ActiveMQ that may
+// answer (5.15+; an older one makes DurableSubscriptions fail).
+func (URI) ListsDurables() bool { return true }
+
 // durableSyncTimeout bounds the wait for the broker's answer; an ActiveMQ
 // older than 5.15 never answers.
 const durableSyncTimeout = 10 * time.Second

@@ -2,11 +2,13 @@ package openwire
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // TestDurableSubscriptionsListsOfflineOnes: the broker lists a durable
@@ -43,6 +45,15 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	want := transport.DurableSubscription{ClientID: "sync-client", Name: "offline-sub", Destination: topic, Selector: "k = 'a'"}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("durable subscriptions %+v, want [%+v]", got, want)
+	}
+	// A STOMP URI naming the broker's OpenWire port lists the same, over OpenWire.
+	su, err := stomp.ParseURI(b.StompURI() + "?openwirePort=" + strconv.Itoa(b.OpenWirePort()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = su.DurableSubscriptions(ctx, include)
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Fatalf("over STOMP with openwirePort: %+v, %v; want [%+v]", got, err, want)
 	}
 	stok, _ := c.Sync(ctx)
 	waitToken(t, c, stok)

@@ -1,6 +1,7 @@
 package stomp
 
 import (
+	"errors"
 	"net"
 	"net/url"
 	"strconv"
@@ -24,7 +25,9 @@ import (
 // ca (PEM file of trusted roots), cert and key (PEM client certificate and key),
 // serverName (TLS name to verify) for stomp+ssl; flavor (activemq, rabbitmq or
 // artemis: overrides the CONNECTED server header), management (RabbitMQ
-// management API URL, default http://HOST:15672).
+// management API URL, default http://HOST:15672), openwirePort (the ActiveMQ
+// broker's OpenWire port on the same host, where its durable subscriptions are
+// listed: durables.go).
 type URI struct {
 	TLS        bool
 	Host       string
@@ -44,6 +47,10 @@ type URI struct {
 	Flavour Flavour
 	// Management is the ?management= URL; "" means the default.
 	Management string
+	// OpenWirePort, when not 0, is the ActiveMQ broker's OpenWire port on the
+	// same host (?openwirePort=): the bridge lists the broker's durable
+	// subscriptions there (durables.go).
+	OpenWirePort int
 }
 
 // TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
@@ -101,6 +108,12 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 				return true, err
 			}
 			u.Management = v
+		case "openwirePort", "openWirePort":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 65535 {
+				return true, errors.New("want a port number from 1 to 65535")
+			}
+			u.OpenWirePort = n
 		case "heartBeat", "heartbeat":
 			d, err := backoff.ParseMillis(v)
 			if err != nil {
@@ -116,6 +129,9 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 	if err != nil {
 		return u, err
 	}
+	if u.OpenWirePort != 0 && u.Flavour == RabbitMQ {
+		return u, p.Errorf("option openwirePort=%d: a RabbitMQ broker speaks no OpenWire (flavor=rabbitmq)", u.OpenWirePort)
+	}
 	return u, p.CheckTLS(tlsOpts, checkFiles)
 }
 
@@ -125,8 +141,15 @@ func (u URI) Addr() string { return net.JoinHostPort(u.Host, strconv.Itoa(u.Port
 // String renders the URI with the passcode redacted; it is safe to log.
 func (u URI) String() string {
 	s := brokeruri.Logged(syntax.Scheme(u.TLS), u.Login, u.Passcode, u.Addr())
+	q := url.Values{}
 	if u.VHost != "/" {
-		s += "?vhost=" + url.QueryEscape(u.VHost)
+		q.Set("vhost", u.VHost)
+	}
+	if u.OpenWirePort != 0 {
+		q.Set("openwirePort", strconv.Itoa(u.OpenWirePort))
+	}
+	if len(q) > 0 {
+		s += "?" + q.Encode()
 	}
 	return s
 }
@@ -150,6 +173,9 @@ func (u URI) WithSecrets() string {
 	}
 	if u.HeartBeat != 10*time.Second {
 		q.Set("heartBeat", u.HeartBeat.String())
+	}
+	if u.OpenWirePort != 0 {
+		q.Set("openwirePort", strconv.Itoa(u.OpenWirePort))
 	}
 	brokeruri.SetOptions(q, u.TLSOptions(), u.Reconnect)
 	v.RawQuery = q.Encode()

@@ -1,0 +1,77 @@
+package stomp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// Durable subscription listing for a remote reached over STOMP. Nothing a
+// STOMP client reads tells an offline durable subscription from a destroyed
+// one: ActiveMQ's consumer advisories replay online consumers only, and the
+// RemoveSubscriptionInfo of one destroyed while nobody listened is gone. Every
+// ActiveMQ also speaks OpenWire, where a network connection is told every
+// durable subscription the broker holds, online or offline (syncDurableSubs,
+// 5.15+; transport/openwire/durablesync.go). So a STOMP URI that names the
+// broker's OpenWire port (?openwirePort=) lists them there: same host, same
+// login and passcode, TLS (ssl://) when the STOMP URI is stomp+ssl with the
+// same ca and serverName. OpenWire URIs take no client certificate, so a cert
+// and key are not presented there.
+
+var _ transport.DurableLister = URI{}
+
+// OpenWireTarget is where and how the OpenWire side of a STOMP URI is dialled.
+type OpenWireTarget struct {
+	TLS            bool
+	Host           string
+	Port           int
+	User, Password string
+	CAFile         string
+	ServerName     string
+}
+
+// OpenWireLister lists a broker's durable subscriptions over OpenWire.
+type OpenWireLister func(ctx context.Context, t OpenWireTarget, include []destination.Destination) ([]transport.DurableSubscription, error)
+
+// openWireLister is set once, by package openwire's init (SetOpenWireLister).
+// Package stomp cannot import openwire: openwire's own tests import the
+// bridge and the STOMP test helpers, which import stomp, and Go refuses that
+// cycle. Every program that parses broker URIs through transport/endpoint
+// links openwire, and so has it.
+var openWireLister OpenWireLister
+
+// SetOpenWireLister installs how STOMP URIs with an openwirePort list durable
+// subscriptions. Package openwire calls it from init; nothing else should.
+func SetOpenWireLister(f OpenWireLister) { openWireLister = f }
+
+// errNoOpenWire is DurableSubscriptions' error in a program without package
+// openwire.
+var errNoOpenWire = errors.New("listing durable subscriptions needs package transport/openwire, which this program does not link")
+
+// ListsDurables reports whether u names the broker's OpenWire port, where its
+// durable subscriptions are listed.
+func (u URI) ListsDurables() bool { return u.OpenWirePort != 0 }
+
+// OpenWire is the OpenWire address of the broker u names: port OpenWirePort on
+// the same host, with u's credentials and TLS settings.
+func (u URI) OpenWire() OpenWireTarget {
+	return OpenWireTarget{TLS: u.TLS, Host: u.Host, Port: u.OpenWirePort, User: u.Login, Password: u.Passcode,
+		CAFile: u.CAFile, ServerName: u.ServerName}
+}
+
+// DurableSubscriptions lists the durable subscriptions the broker holds on
+// topics matching include, online or offline, over OpenWire on a connection of
+// its own (openwire.URI.DurableSubscriptions). It fails without an
+// openwirePort.
+func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]transport.DurableSubscription, error) {
+	if !u.ListsDurables() {
+		return nil, fmt.Errorf("%s: no openwirePort to list durable subscriptions on", u)
+	}
+	if openWireLister == nil {
+		return nil, errNoOpenWire
+	}
+	return openWireLister(ctx, u.OpenWire(), include)
+}
