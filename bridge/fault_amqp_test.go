@@ -15,7 +15,6 @@ package bridge_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,9 +237,6 @@ var cutsFromRabbit = []amqpCut{
 }
 
 func TestFaultAMQPToRabbitMQ(t *testing.T) {
-	if !testing.Short() && os.Getenv("BROKERNET_FLAKY") == "" {
-		t.Skip("stalls now and then in full runs (2 subtests of one clean-clone make test at load 2–5: after the fault the bridge was back with demand and nothing in flight, the consumer stayed at 279 and 671 of 1,500 for 90 s; passes alone); under investigation — run with BROKERNET_FLAKY=1; a failure now logs where the messages are")
-	}
 	runAMQPFaults(t, false, cutsToRabbit)
 }
 
@@ -385,9 +381,6 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		}
 	})
 	t.Run("SIGKILL local broker", func(t *testing.T) {
-		if fromRabbit && os.Getenv("BROKERNET_FLAKY") == "" {
-			t.Skip("failed once in a clean full run: RabbitMQ restarted 9 s after its SIGKILL and listed no queue fault.amqpfrom.killlocal within 60 s; under investigation — run with BROKERNET_FLAKY=1")
-		}
 		q := base + ".killlocal"
 		r := newAMQPFaultRig(t, bs, fromRabbit, "")
 		r.explain(t, q)
