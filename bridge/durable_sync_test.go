@@ -32,20 +32,26 @@ func TestDurableDestroyedWhileBridgeDownIsListed(t *testing.T) {
 	const backoff = "initialReconnectDelay=100&maxReconnectDelay=1000"
 	tests := []struct {
 		name   string
-		remote func(t *testing.T, b *testbroker.ActiveMQ) transport.Endpoint
+		remote func(t *testing.T, a, b *testbroker.ActiveMQ) transport.Endpoint
 		lists  bool // whether the destroyed subscription's demand must go
 	}{
-		{"over OpenWire", func(t *testing.T, b *testbroker.ActiveMQ) transport.Endpoint {
+		{"over OpenWire", func(t *testing.T, _, b *testbroker.ActiveMQ) transport.Endpoint {
 			u, err := openwire.ParseURI(b.OpenWireURI() + "?" + backoff)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return u
 		}, true},
-		{"over STOMP with openwirePort", func(t *testing.T, b *testbroker.ActiveMQ) transport.Endpoint {
+		{"over STOMP with openwirePort", func(t *testing.T, _, b *testbroker.ActiveMQ) transport.Endpoint {
 			return stomptest.URI(t, b.StompURI()+"?openwirePort="+strconv.Itoa(b.OpenWirePort())+"&"+backoff)
 		}, true},
-		{"over STOMP without openwirePort keeps the demand", func(t *testing.T, b *testbroker.ActiveMQ) transport.Endpoint {
+		// A wrong port, here the local broker's: its listing lacks both
+		// remote durables, and believing it would destroy the offline
+		// subscriber's backlog too. The bridge checks who answered.
+		{"over STOMP with another broker's openwirePort keeps the demand", func(t *testing.T, a, b *testbroker.ActiveMQ) transport.Endpoint {
+			return stomptest.URI(t, b.StompURI()+"?openwirePort="+strconv.Itoa(a.OpenWirePort())+"&"+backoff)
+		}, false},
+		{"over STOMP without openwirePort keeps the demand", func(t *testing.T, _, b *testbroker.ActiveMQ) transport.Endpoint {
 			return stomptest.URI(t, b.StompURI()+"?"+backoff)
 		}, false},
 	}
@@ -54,7 +60,7 @@ func TestDurableDestroyedWhileBridgeDownIsListed(t *testing.T) {
 			bs := startBrokers(t, 2, true)
 			a, b := bs[0], bs[1]
 			start := func() *running {
-				return runBridge(t, bridge.Config{Local: stomptest.URI(t, a.StompURI()), Remote: tt.remote(t, b),
+				return runBridge(t, bridge.Config{Local: stomptest.URI(t, a.StompURI()), Remote: tt.remote(t, a, b),
 					Demand: defaultDemand(), Log: stomptest.Logger(t)})
 			}
 			durableDestroyedWhileBridgeDown(t, a, b, start, tt.lists)

@@ -230,7 +230,7 @@ func (s *session) forgetDestroyedDurables(ctx context.Context, dl transport.Dura
 	if len(durables) == 0 {
 		return nil
 	}
-	held, err := dl.DurableSubscriptions(ctx, []destination.Destination{{Kind: destination.Topic, Name: ">"}})
+	held, err := dl.DurableSubscriptions(ctx, s.remoteID, []destination.Destination{{Kind: destination.Topic, Name: ">"}})
 	if err != nil {
 		s.log.Warn().Err(err).Msg("remote durable subscriptions unknown; durable demand is kept")
 		return nil

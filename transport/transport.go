@@ -358,6 +358,14 @@ func (m *Message) PropString(name string) string {
 	return s
 }
 
+// Flusher is a Conn that may hold back the last frame written for a while, so
+// that the confirmation asked for next can ride on it (STOMP to ActiveMQ: a
+// receipt on the last SEND or ACK instead of frames of its own). A caller that
+// will not Commit or Sync soon calls Flush, so that the frame does not wait.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
 // DurableLister is an Endpoint whose broker can list the durable topic
 // subscriptions it holds, online or offline (OpenWire to ActiveMQ 5.15+, the
 // networkConnector's syncDurableSubs exchange): the one way a bridge can tell
@@ -371,8 +379,11 @@ type DurableLister interface {
 	ListsDurables() bool
 	// DurableSubscriptions lists the durable subscriptions on topics matching
 	// include (wildcards allowed), on a connection of its own. It fails when
-	// ListsDurables is false.
-	DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]DurableSubscription, error)
+	// ListsDurables is false. broker, if not "", is the id of the broker
+	// meant: an answer from another broker (a port of another broker on the
+	// same host) is an error, never a listing, since demand is destroyed on
+	// what the listing lacks.
+	DurableSubscriptions(ctx context.Context, broker string, include []destination.Destination) ([]DurableSubscription, error)
 }
 
 // ListsDurables reports whether ep can list its broker's durable

@@ -68,7 +68,7 @@ const durableSyncTimeout = 10 * time.Second
 // on a connection of its own (a network connection as the broker sees it, so
 // not the bridge's; without the URI's client id, which the bridge's own
 // connections use). It fails on a broker that does not answer (before 5.15).
-func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]transport.DurableSubscription, error) {
+func (u URI) DurableSubscriptions(ctx context.Context, broker string, include []destination.Destination) ([]transport.DurableSubscription, error) {
 	var names []string
 	for _, d := range include {
 		if d.Kind != destination.Topic || d.Name == "" || strings.ContainsAny(d.Name, ",[]\\\r\n") {
@@ -104,6 +104,11 @@ func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Des
 	}
 	select {
 	case bsi := <-c.subInfo:
+		// The broker is known by the BrokerInfo of its connect (ActiveMQ
+		// leaves the BrokerSubscriptionInfo's own brokerId empty, measured).
+		if got, _ := c.BrokerID(ctx); broker != "" && got != broker {
+			return nil, fmt.Errorf("durable subscription sync with %s: answered by broker %q, not the bridge's remote %q", u, got, broker)
+		}
 		out := make([]transport.DurableSubscription, 0, len(bsi.Subscriptions))
 		for _, ci := range bsi.Subscriptions {
 			if ci == nil || ci.SubscriptionName == "" {

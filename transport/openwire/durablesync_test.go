@@ -3,6 +3,7 @@ package openwire
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/brokernet/brokernet/destination"
@@ -38,7 +39,7 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	include := []destination.Destination{{Kind: destination.Topic, Name: "sync.>"}}
-	got, err := u.DurableSubscriptions(ctx, include)
+	got, err := u.DurableSubscriptions(ctx, "", include)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +47,19 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("durable subscriptions %+v, want [%+v]", got, want)
 	}
+	// Asked for this broker by its id, the same; for another, an error.
+	if got, err := u.DurableSubscriptions(ctx, b.ID(), include); err != nil || len(got) != 1 {
+		t.Fatalf("asking broker %q: %+v, %v", b.ID(), got, err)
+	}
+	if got, err := u.DurableSubscriptions(ctx, "ID:another-broker", include); err == nil || !strings.Contains(err.Error(), "answered by broker") {
+		t.Fatalf("asking for another broker: %+v, %v; want an error naming the broker that answered", got, err)
+	}
 	// A STOMP URI naming the broker's OpenWire port lists the same, over OpenWire.
 	su, err := stomp.ParseURI(b.StompURI() + "?openwirePort=" + strconv.Itoa(b.OpenWirePort()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = su.DurableSubscriptions(ctx, include)
+	got, err = su.DurableSubscriptions(ctx, "", include)
 	if err != nil || len(got) != 1 || got[0] != want {
 		t.Fatalf("over STOMP with openwirePort: %+v, %v; want [%+v]", got, err, want)
 	}
@@ -60,11 +68,11 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	if err := c.DestroyDurable(ctx, transport.Subscription{ID: "d", Destination: topic, DurableName: "offline-sub"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = u.DurableSubscriptions(ctx, include)
+	got, err = u.DurableSubscriptions(ctx, "", include)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("after destroying it: %+v, %v; want none", got, err)
 	}
-	if _, err := u.DurableSubscriptions(ctx, []destination.Destination{{Kind: destination.Queue, Name: "q"}}); err == nil {
+	if _, err := u.DurableSubscriptions(ctx, "", []destination.Destination{{Kind: destination.Queue, Name: "q"}}); err == nil {
 		t.Fatal("a queue was accepted as a durable topic pattern")
 	}
 }

@@ -15,12 +15,12 @@ import (
 // Package stomp cannot import this one (this package's tests import stomp), so
 // the listing is installed from here.
 func init() {
-	stomp.SetOpenWireLister(func(ctx context.Context, t stomp.OpenWireTarget, include []destination.Destination) ([]transport.DurableSubscription, error) {
+	stomp.SetOpenWireLister(func(ctx context.Context, t stomp.OpenWireTarget, broker string, include []destination.Destination) ([]transport.DurableSubscription, error) {
 		u, err := FromSTOMP(t)
 		if err != nil {
 			return nil, err
 		}
-		return u.DurableSubscriptions(ctx, include)
+		return u.DurableSubscriptions(ctx, broker, include)
 	})
 }
 

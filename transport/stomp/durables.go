@@ -34,7 +34,7 @@ type OpenWireTarget struct {
 }
 
 // OpenWireLister lists a broker's durable subscriptions over OpenWire.
-type OpenWireLister func(ctx context.Context, t OpenWireTarget, include []destination.Destination) ([]transport.DurableSubscription, error)
+type OpenWireLister func(ctx context.Context, t OpenWireTarget, broker string, include []destination.Destination) ([]transport.DurableSubscription, error)
 
 // openWireLister is set once, by package openwire's init (SetOpenWireLister).
 // Package stomp cannot import openwire: openwire's own tests import the
@@ -66,12 +66,12 @@ func (u URI) OpenWire() OpenWireTarget {
 // topics matching include, online or offline, over OpenWire on a connection of
 // its own (openwire.URI.DurableSubscriptions). It fails without an
 // openwirePort.
-func (u URI) DurableSubscriptions(ctx context.Context, include []destination.Destination) ([]transport.DurableSubscription, error) {
+func (u URI) DurableSubscriptions(ctx context.Context, broker string, include []destination.Destination) ([]transport.DurableSubscription, error) {
 	if !u.ListsDurables() {
 		return nil, fmt.Errorf("%s: no openwirePort to list durable subscriptions on", u)
 	}
 	if openWireLister == nil {
 		return nil, errNoOpenWire
 	}
-	return openWireLister(ctx, u.OpenWire(), include)
+	return openWireLister(ctx, u.OpenWire(), broker, include)
 }

@@ -61,7 +61,7 @@ func TestOpenWirePortOption(t *testing.T) {
 		if d.ListsDurables() || strings.Contains(d.String(), "openwirePort") || strings.Contains(d.WithSecrets(), "openwirePort") {
 			t.Fatalf("default: ListsDurables %v, %q, %q", d.ListsDurables(), d.String(), d.WithSecrets())
 		}
-		_, err = d.DurableSubscriptions(context.Background(), []destination.Destination{{Kind: destination.Topic, Name: ">"}})
+		_, err = d.DurableSubscriptions(context.Background(), "", []destination.Destination{{Kind: destination.Topic, Name: ">"}})
 		if err == nil || !strings.Contains(err.Error(), "openwirePort") || strings.Contains(err.Error(), marker) {
 			t.Fatalf("DurableSubscriptions without openwirePort: %v", err)
 		}
