@@ -161,7 +161,17 @@ func (s *session) send(ctx context.Context, e *entry) error {
 // full or the window is exhausted, provided fewer than MaxCommits are pending.
 func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 	tx := s.open
-	if tx == nil || s.committing >= s.cfg.MaxCommits {
+	if tx == nil {
+		return nil
+	}
+	if s.committing >= s.cfg.MaxCommits {
+		if f, ok := s.remote.conn.(transport.Flusher); ok && idle {
+			// The batch's last message may be held for the commit's
+			// receipt; it must not wait for a commit slot.
+			if err := f.Flush(ctx); err != nil {
+				return s.remote.errorf(err)
+			}
+		}
 		return nil
 	}
 	if !idle && !tx.solo && len(tx.entries) < s.cfg.MaxBatch && s.inFlight < s.cfg.Window {

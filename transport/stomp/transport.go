@@ -23,6 +23,7 @@ import (
 var (
 	_ transport.Endpoint = URI{}
 	_ transport.Conn     = (*BrokerConn)(nil)
+	_ transport.Flusher  = (*BrokerConn)(nil)
 )
 
 // Dial connects to the broker at u as a transport.Conn.
@@ -77,12 +78,14 @@ type BrokerConn struct {
 	heldTokens []transport.Token            // Syncs asked for meanwhile
 	syncs      map[string][]transport.Token // a Sync's receipt id → the tokens it confirms
 	syncSeq    atomic.Uint64                // Sync transaction names (also used by the converter)
-	// tail is the last cumulative ACK Settle took while no Sync was on the
-	// wire, not yet written: the Sync that follows carries its receipt on it
-	// when it covers no persistent message (see Sync). Any other write
-	// writes it first. acked is, per subscription, the persistent count
-	// (ackRef.persistent) of the last ACK taken.
-	tail  *tailAck
+	// tail is the last frame written, held back so that the confirmation
+	// that follows can ride on it: a cumulative ACK taken by Settle, carrying
+	// the next Sync's receipt when it acknowledges no persistent message; a
+	// non-persistent SEND to ActiveMQ, carrying the next Commit's receipt. Any
+	// other write writes it first; Flush writes it. acked is, per
+	// subscription, the persistent count (ackRef.persistent) of the last ACK
+	// taken.
+	tail  *tailFrame
 	acked map[string]uint64
 
 	identity chan string // broker ids seen on the identity subscription
@@ -99,10 +102,12 @@ type heldAck struct {
 	persistent bool // it acknowledges a persistent message
 }
 
-// tailAck is a cumulative ACK taken by Settle and not yet written.
-type tailAck struct {
-	f          *frame.Frame
-	persistent bool // it acknowledges a persistent message
+// tailFrame is the held last frame (see BrokerConn.tail).
+type tailFrame struct {
+	f *frame.Frame
+	// receipt says the next Sync (an ACK of no persistent message) or Commit
+	// (a SEND outside a transaction) may put its receipt on f.
+	receipt bool
 }
 
 type subInfo struct {
@@ -530,7 +535,9 @@ func (b *BrokerConn) OwnConsumer(consumerID string) bool {
 // its non-persistent messages on the broker, which are then sent again:
 // duplicates, never loss. JMS leaves the order between persistent and
 // non-persistent messages undefined (JMS 1.1, 4.4.10.2), so sending them by
-// two routes reorders nothing it promises.
+// two routes reorders nothing it promises. The last such SEND is held (the
+// tail) until the next write: if Commit comes first, its receipt rides on it
+// instead of an empty BEGIN and COMMIT (Flush writes it without).
 func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 	if b.confirmsBySend() {
 		f := SendFrame(m, "")
@@ -539,19 +546,31 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 		}
 		return b.sendConfirmed(ctx, f)
 	}
-	tx := ""
-	if m.Persistent || b.c.Flavour() != ActiveMQ {
-		if b.tx == "" {
-			b.txSeq++
-			b.tx = "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
-			if err := b.write(ctx, frame.New(frame.BEGIN, frame.Transaction, b.tx)); err != nil {
-				return err
-			}
+	if !m.Persistent && b.c.Flavour() == ActiveMQ {
+		// Held as the tail: if it is the batch's last, Commit's receipt
+		// rides on it.
+		b.smu.Lock()
+		prev := b.tail
+		b.tail = &tailFrame{f: SendFrame(m, ""), receipt: true}
+		b.smu.Unlock()
+		if prev != nil {
+			return b.c.Write(ctx, prev.f)
 		}
-		tx = b.tx
+		return nil
 	}
-	return b.write(ctx, SendFrame(m, tx))
+	if b.tx == "" {
+		b.txSeq++
+		b.tx = "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
+		if err := b.write(ctx, frame.New(frame.BEGIN, frame.Transaction, b.tx)); err != nil {
+			return err
+		}
+	}
+	return b.write(ctx, SendFrame(m, b.tx))
 }
+
+// Flush writes the held tail frame, if any: a caller that will not Commit or
+// Sync soon calls it so that the last message sent does not wait.
+func (b *BrokerConn) Flush(ctx context.Context) error { return b.flushTail(ctx) }
 
 // Commit commits the open transaction with a receipt. A commit with nothing
 // sent is confirmed at once (an empty transaction). To RabbitMQ the batch is
@@ -559,6 +578,23 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
 	if b.confirmsBySend() {
 		return b.commitConfirmed(ctx)
+	}
+	if b.tx == "" {
+		// Only non-persistent messages since the last Commit: if the last
+		// of them is still held, the receipt rides on it (ActiveMQ handles
+		// a connection's frames in order, so it answers once every SEND
+		// before was processed), instead of an empty BEGIN and COMMIT.
+		b.smu.Lock()
+		t := b.tail
+		if t != nil && t.receipt && t.f.Command == frame.SEND {
+			b.tail = nil
+		} else {
+			t = nil
+		}
+		b.smu.Unlock()
+		if t != nil {
+			return b.streamReceipt(ctx, t.f)
+		}
 	}
 	if b.tx == "" {
 		b.txSeq++
@@ -602,7 +638,7 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 			return nil
 		}
 		prev := b.tail
-		b.tail = &tailAck{f: a.frame(cmd), persistent: persistent}
+		b.tail = &tailFrame{f: a.frame(cmd), receipt: !persistent && b.c.Flavour() == ActiveMQ}
 		b.smu.Unlock()
 		if prev != nil {
 			return b.c.Write(ctx, prev.f)
@@ -714,7 +750,7 @@ func (b *BrokerConn) Sync(ctx context.Context) (transport.Token, error) {
 	b.syncing = true
 	t := b.tail
 	b.tail = nil
-	if t != nil && !t.persistent && b.c.Flavour() == ActiveMQ {
+	if t != nil && t.receipt && t.f.Command == frame.ACK {
 		// The receipt rides on the ACK itself: one frame instead of three.
 		n := b.c.seq.Add(1)
 		id := streamReceiptPrefix + strconv.FormatUint(n, 10)
