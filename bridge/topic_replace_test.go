@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,20 +200,11 @@ func durableLeft(t *testing.T, a, b *testbroker.ActiveMQ, topic, name string) in
 }
 
 // bridgeClientID is the client-id of the durable connection of the bridge
-// from a to b (durableClientID, which replaces what ActiveMQ would not take in
-// a client id, such as the '/' of a subtest's broker id, by '_'). A wrong one
-// would make durableLeft count a new, empty durable subscription.
+// from a to b. A wrong one (a subtest's broker id holds a '/', which the
+// bridge replaces) would make durableLeft count a new, empty durable
+// subscription.
 func bridgeClientID(a, b *testbroker.ActiveMQ) string {
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			switch {
-			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_', r == ':':
-				return r
-			}
-			return '_'
-		}, s)
-	}
-	return "brokernet_" + clean(a.ID()) + "_to_" + clean(b.ID())
+	return bridge.DurableClientID(a.ID(), b.ID())
 }
 
 // durableHeld opens durable subscription name of clientID on topic of broker
