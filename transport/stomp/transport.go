@@ -232,8 +232,15 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		}
 		return transport.Event{}, false
 	}
+	// ActiveMQ marks persistent messages so (StompFrame headers); their
+	// count is what a later ACK of this delivery covers (ackRef.persistent).
+	persistent := f.Header.Get("persistent") == "true"
 	b.mu.Lock()
-	info := b.subs[sub]
+	info, known := b.subs[sub]
+	if persistent && known {
+		info.persistent++
+		b.subs[sub] = info
+	}
 	b.mu.Unlock()
 	if info.destAdvisor {
 		ev, err := advisory.ParseDestinationInfo(f.Header, f.Body)
@@ -258,16 +265,6 @@ func (b *BrokerConn) event(f *frame.Frame) (transport.Event, bool) {
 		return transport.Event{Kind: transport.BrowseDone, Sub: sub}, true
 	}
 	ref := ackRef{sub: sub, persistent: info.persistent}
-	if f.Header.Get("persistent") == "true" {
-		// ActiveMQ marks persistent messages so (StompFrame headers).
-		b.mu.Lock()
-		if in, ok := b.subs[sub]; ok {
-			in.persistent++
-			b.subs[sub] = in
-			ref.persistent = in.persistent
-		}
-		b.mu.Unlock()
-	}
 	if id, ok := f.Header.Contains(frame.Ack); ok {
 		ref.id = id
 	} else {
@@ -549,14 +546,7 @@ func (b *BrokerConn) Send(ctx context.Context, m *transport.Message) error {
 	if !m.Persistent && b.c.Flavour() == ActiveMQ {
 		// Held as the tail: if it is the batch's last, Commit's receipt
 		// rides on it.
-		b.smu.Lock()
-		prev := b.tail
-		b.tail = &tailFrame{f: SendFrame(m, ""), receipt: true}
-		b.smu.Unlock()
-		if prev != nil {
-			return b.c.Write(ctx, prev.f)
-		}
-		return nil
+		return b.holdTail(ctx, &tailFrame{f: SendFrame(m, ""), receipt: true})
 	}
 	if b.tx == "" {
 		b.txSeq++
@@ -595,8 +585,6 @@ func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
 		if t != nil {
 			return b.streamReceipt(ctx, t.f)
 		}
-	}
-	if b.tx == "" {
 		b.txSeq++
 		tx := "bn-tx-" + strconv.FormatUint(b.txSeq, 10)
 		if err := b.write(ctx, frame.New(frame.BEGIN, frame.Transaction, tx)); err != nil {
@@ -637,13 +625,9 @@ func (b *BrokerConn) Settle(ctx context.Context, sub string, refs []transport.Re
 			b.smu.Unlock()
 			return nil
 		}
-		prev := b.tail
-		b.tail = &tailFrame{f: a.frame(cmd), receipt: !persistent && b.c.Flavour() == ActiveMQ}
+		// Only Sync, called by this goroutine too, sets syncing.
 		b.smu.Unlock()
-		if prev != nil {
-			return b.c.Write(ctx, prev.f)
-		}
-		return nil
+		return b.holdTail(ctx, &tailFrame{f: a.frame(cmd), receipt: !persistent && b.c.Flavour() == ActiveMQ})
 	}
 	// Held cumulative ACKs go first, in order: in ack mode client a NACK
 	// covers the messages before it too.
@@ -685,7 +669,19 @@ func (b *BrokerConn) holdAck(sub string, a ackRef, persistent bool) {
 	b.heldAcks = append(b.heldAcks, heldAck{sub: sub, ref: a, persistent: persistent})
 }
 
-// write writes f after the held tail ACK, if any.
+// holdTail makes t the tail, writing the one it replaces.
+func (b *BrokerConn) holdTail(ctx context.Context, t *tailFrame) error {
+	b.smu.Lock()
+	prev := b.tail
+	b.tail = t
+	b.smu.Unlock()
+	if prev == nil {
+		return nil
+	}
+	return b.c.Write(ctx, prev.f)
+}
+
+// write writes f after the held tail frame, if any.
 func (b *BrokerConn) write(ctx context.Context, f *frame.Frame) error {
 	if err := b.flushTail(ctx); err != nil {
 		return err
@@ -693,7 +689,7 @@ func (b *BrokerConn) write(ctx context.Context, f *frame.Frame) error {
 	return b.c.Write(ctx, f)
 }
 
-// flushTail writes the held tail ACK, if any.
+// flushTail writes the held tail frame, if any.
 func (b *BrokerConn) flushTail(ctx context.Context) error {
 	b.smu.Lock()
 	t := b.tail
@@ -752,10 +748,8 @@ func (b *BrokerConn) Sync(ctx context.Context) (transport.Token, error) {
 	b.tail = nil
 	if t != nil && t.receipt && t.f.Command == frame.ACK {
 		// The receipt rides on the ACK itself: one frame instead of three.
-		n := b.c.seq.Add(1)
-		id := streamReceiptPrefix + strconv.FormatUint(n, 10)
+		id, tok := b.reserveReceipt()
 		t.f.Header.Set(frame.Receipt, id)
-		tok := transport.Token(n)
 		b.syncs[id] = []transport.Token{tok}
 		b.smu.Unlock()
 		return tok, b.c.Write(ctx, t.f)
@@ -778,10 +772,9 @@ func (b *BrokerConn) Sync(ctx context.Context) (transport.Token, error) {
 // token is the receipt's number.
 func (b *BrokerConn) syncPair() (begin, abort *frame.Frame, tok transport.Token) {
 	mark := "bn-sync-" + strconv.FormatUint(b.syncSeq.Add(1), 10)
-	n := b.c.seq.Add(1)
-	begin = frame.New(frame.BEGIN, frame.Transaction, mark,
-		frame.Receipt, streamReceiptPrefix+strconv.FormatUint(n, 10))
-	return begin, frame.New(frame.ABORT, frame.Transaction, mark), transport.Token(n)
+	id, tok := b.reserveReceipt()
+	begin = frame.New(frame.BEGIN, frame.Transaction, mark, frame.Receipt, id)
+	return begin, frame.New(frame.ABORT, frame.Transaction, mark), tok
 }
 
 // syncDone is called by the converter for every RECEIPT: for a Sync's receipt
@@ -807,7 +800,7 @@ func (b *BrokerConn) syncDone(id string) []transport.Token {
 		b.syncing = false
 	case onAck:
 		// The receipt rides on the last ACK (see Sync).
-		id := streamReceiptPrefix + strconv.FormatUint(b.c.seq.Add(1), 10)
+		id, _ := b.reserveReceipt()
 		fs[last].Header.Set(frame.Receipt, id)
 		b.syncs[id] = b.heldTokens
 		b.heldTokens = nil
@@ -831,7 +824,7 @@ func (b *BrokerConn) Close(ctx context.Context) error {
 	held := b.heldAcks
 	b.heldAcks = nil
 	b.smu.Unlock()
-	// The tail ACK goes first (a tail and held ACKs never coexist: Sync
+	// The tail frame goes first (a tail and held ACKs never coexist: Sync
 	// takes the tail as it starts holding).
 	err := b.flushTail(ctx)
 	for _, h := range held {
