@@ -17,8 +17,19 @@ package bench
 // Minimal): the harness must move at least as many messages as they do, or the
 // load generator, not the path, is what the table shows.
 //
+// One run of a path on this 2-core machine spreads more than the effects
+// measured (bench/RESULTS.md), so every mode×path runs -bench.repeat times, in
+// interleaved rounds: round 1 runs each mode×path once, then round 2, and so on,
+// so that a slow drift of the machine hits every path alike. The per-run table
+// labels each row with its round ("brokernet #2"); a summary table then gives
+// per mode×path the median and range (min–max) over the rounds, and the
+// targets are judged on the medians, ratios (brokernet/native, the generator
+// check) taken within each round first. A failed run is shown but left out of
+// the medians (rounds_test.go).
+//
 // Run it with `make bench`; flags after -args (or in BENCHFLAGS):
 //
+//	-bench.repeat=3            rounds: each mode×path runs this many times, interleaved (1: one run, no summary)
 //	-bench.n=20000             messages of the full-speed phase, non-persistent
 //	-bench.npersistent=5000    the same, persistent
 //	-bench.paths=direct,native,brokernet   (also: brokernet-openwire)
@@ -34,12 +45,14 @@ package bench
 //	-bench.quietwait=60s       before each path, wait up to this long for an idle machine
 //	-bench.size=1024           body size
 //
-// The tables go to stdout at the end; each path also reports metrics.
+// The tables go to stdout at the end; each path (of each round) also reports
+// metrics, as sub-benchmark .../roundK/MODE/PATH when there are several rounds.
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -68,6 +81,7 @@ var (
 	flagPrefetch     = flag.Int("bench.prefetch", 0, "brokernet --prefetch (0: its default)")
 	flagBodySize     = flag.Int("bench.size", 1024, "message body size in bytes")
 	flagBin          = flag.String("bench.bin", "", "use this brokernet binary instead of building ./cmd/brokernet")
+	flagRepeat       = flag.Int("bench.repeat", 3, "rounds: each mode×path runs this many times, interleaved, and the summary gives median and range (1: a single run, no summary)")
 	flagQuietWait    = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
 )
 
@@ -151,6 +165,7 @@ type phaseStats struct {
 type result struct {
 	settings   brokerSettings
 	mode, path string
+	round      int // 1, 2, ... (-bench.repeat)
 	n          int
 
 	rate     float64 // full speed: n / (first send .. last receive)
@@ -242,6 +257,10 @@ func BenchmarkForwarding(b *testing.B) {
 	for _, p := range splitList(*flagMinimal) {
 		minimalOn[p] = true
 	}
+	rounds := *flagRepeat
+	if rounds < 1 {
+		b.Fatalf("-bench.repeat=%d: want at least 1 round", rounds)
+	}
 	settings := []brokerSettings{defaultSettings}
 	if *flagTuned {
 		settings = append(settings, tunedSettings)
@@ -250,28 +269,42 @@ func BenchmarkForwarding(b *testing.B) {
 	for _, set := range settings {
 		var results []*result
 		b.Run(set.name, func(b *testing.B) {
-			for _, mode := range modes {
-				b.Run(mode, func(b *testing.B) {
-					for _, path := range paths {
-						r := &result{settings: set, mode: mode, path: path, minimalWanted: minimalOn[path]}
-						results = append(results, r)
-						b.Run(path, func(b *testing.B) {
-							defer func() {
-								if b.Failed() && r.failed == "" {
-									r.failed = "FAILED (see the log above)"
-								}
-								report(b, r)
-							}()
-							runPath(b, r)
+			// Rounds are the outer loop so that each runs every mode×path once
+			// before the next starts (interleaved, not path after path).
+			for round := 1; round <= rounds; round++ {
+				runRound := func(b *testing.B) {
+					for _, mode := range modes {
+						b.Run(mode, func(b *testing.B) {
+							for _, path := range paths {
+								r := &result{settings: set, mode: mode, path: path, round: round, minimalWanted: minimalOn[path]}
+								results = append(results, r)
+								b.Run(path, func(b *testing.B) {
+									defer func() {
+										if b.Failed() && r.failed == "" {
+											r.failed = "FAILED (see the log above)"
+										}
+										report(b, r)
+									}()
+									if rounds > 1 {
+										b.Logf("round %d of %d", round, rounds)
+									}
+									runPath(b, r)
+								})
+							}
 						})
 					}
-				})
+				}
+				if rounds == 1 {
+					runRound(b) // the sub-benchmark names of a single run stay as they were
+				} else {
+					b.Run(fmt.Sprintf("round%d", round), runRound)
+				}
 			}
 		})
 		tables = append(tables, results)
 	}
 	for _, results := range tables {
-		printTable(results)
+		printTable(os.Stdout, results, rounds)
 	}
 }
 
@@ -647,47 +680,57 @@ func perMsg(d time.Duration, n int) string {
 // 2-core machine is a few per cent.
 const generatorMinRatio = 0.95
 
-func printTable(results []*result) {
+// printTable writes one broker setting's results: the per-run table, CPU by
+// phase, with several rounds the summary table, then the generator checks and
+// the targets (judged on the medians over the rounds).
+func printTable(w io.Writer, results []*result, rounds int) {
 	if len(results) == 0 {
 		return
 	}
-	w := os.Stdout
 	set := results[0].settings
+	rows := groupRounds(results)
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "brokernet bench, brokers with %s: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; non-persistent producer streams SENDs with a receipt every %d, at most %d unconfirmed; persistent producer in transactions of %d, at most %d unconfirmed; consumer ack auto, prefetch %d; paced %.0f msg/s for %s; warm-up %d\n",
+	fmt.Fprintf(w, "brokernet bench, brokers with %s: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; non-persistent producer streams SENDs with a receipt every %d, at most %d unconfirmed; persistent producer in transactions of %d, at most %d unconfirmed; consumer ack auto, prefetch %d; paced %.0f msg/s for %s; warm-up %d",
 		set.desc, *flagBodySize, *flagN, *flagNPersistent, *flagReceiptEvery, *flagInFlight, persistentBatch, persistentInFlight, *flagConsPrefetch, *flagRate, *flagSteady, *flagWarmup)
+	if rounds > 1 {
+		fmt.Fprintf(w, "; %d interleaved rounds, fresh brokers for every run (#k: round k)", rounds)
+	}
+	fmt.Fprintln(w)
 	rateCol := fmt.Sprintf("@%.0f", *flagRate)
 	if *flagRate >= 1000 && int(*flagRate)%1000 == 0 {
 		rateCol = fmt.Sprintf("@%dk", int(*flagRate)/1000)
 	}
 	fmt.Fprintf(w, "%-15s %-28s %8s %10s %10s %8s %8s %8s %5s %4s %14s %10s\n",
 		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50"+rateCol, "p99"+rateCol, "rate"+rateCol, "lost", "dup", "bridgeCPU/msg", "bridgeRSS")
-	for _, r := range results {
-		if r.rate == 0 && r.failed != "" {
-			fmt.Fprintf(w, "%-15s %-28s %s\n", r.mode, r.path, r.failed)
-			continue
-		}
-		cpu, rss := "-", "-"
-		if r.bridged() && r.bridgeMsgs > 0 {
-			cpu = fmt.Sprintf("%.1fµs", float64(r.bridgeCPUPerMsg())/1e3)
-			rss = fmt.Sprintf("%.1fMiB", float64(r.bridgeRSS)/1024)
-		}
-		line := fmt.Sprintf("%-15s %-28s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %10s",
-			r.mode, r.path, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate, r.lost, r.dups, cpu, rss)
-		if r.failed != "" {
-			line += "  " + r.failed
-		}
-		fmt.Fprintln(w, line)
-		for _, m := range r.minRuns {
-			fmt.Fprintf(w, "%-15s %-28s %8.0f %10s %10s %8s %8s %8s %5s %4s\n",
-				r.mode, r.path+" (go-stomp "+m.when+")", m.rate, fmtDur(m.p50), fmtDur(m.p99), "-", "-", "-", "", "")
-		}
-		if r.minRuns != nil || r.minFailed != "" {
-			line := fmt.Sprintf("%-15s %-28s %8s %10s %10s %8s %8s %8s %5d %4d", r.mode, r.path+" (go-stomp, all)", "", "", "", "", "", "", r.minLost, r.minDups)
-			if r.minFailed != "" {
-				line += "  FAILED: " + r.minFailed
+	for _, g := range rows {
+		for _, r := range g.runs {
+			label := r.label(rounds)
+			if r.rate == 0 && r.failed != "" {
+				fmt.Fprintf(w, "%-15s %-28s %s\n", r.mode, label, r.failed)
+				continue
+			}
+			cpu, rss := "-", "-"
+			if r.bridged() && r.bridgeMsgs > 0 {
+				cpu = fmt.Sprintf("%.1fµs", float64(r.bridgeCPUPerMsg())/1e3)
+				rss = fmt.Sprintf("%.1fMiB", float64(r.bridgeRSS)/1024)
+			}
+			line := fmt.Sprintf("%-15s %-28s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %10s",
+				r.mode, label, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate, r.lost, r.dups, cpu, rss)
+			if r.failed != "" {
+				line += "  " + r.failed
 			}
 			fmt.Fprintln(w, line)
+			for _, m := range r.minRuns {
+				fmt.Fprintf(w, "%-15s %-28s %8.0f %10s %10s %8s %8s %8s %5s %4s\n",
+					r.mode, label+" (go-stomp "+m.when+")", m.rate, fmtDur(m.p50), fmtDur(m.p99), "-", "-", "-", "", "")
+			}
+			if r.minRuns != nil || r.minFailed != "" {
+				line := fmt.Sprintf("%-15s %-28s %8s %10s %10s %8s %8s %8s %5d %4d", r.mode, label+" (go-stomp, all)", "", "", "", "", "", "", r.minLost, r.minDups)
+				if r.minFailed != "" {
+					line += "  FAILED: " + r.minFailed
+				}
+				fmt.Fprintln(w, line)
+			}
 		}
 	}
 
@@ -695,107 +738,48 @@ func printTable(results []*result) {
 	fmt.Fprintf(w, "CPU per message by phase, µs (JVMs and bridge from /proc/PID/stat, 10 ms resolution; bench = this process, producer and consumer, getrusage); other = everything else on the machine, incl. kernel I/O threads (KahaDB fsync) and other sessions; busy%% of %d cores; busyBefore = machine busy share just before the path started:\n", runtime.NumCPU())
 	fmt.Fprintf(w, "%-15s %-28s %-10s %7s %8s %8s %8s %8s %8s %8s %8s %8s %6s %11s\n",
 		"mode", "path", "phase", "msgs", "wall", "brokerA", "brokerB", "brokers", "bridge", "bench", "other", "machine", "busy%", "busyBefore")
-	for _, r := range results {
-		if r.rate == 0 {
-			continue
-		}
-		row := func(label, phase string, p phaseStats) {
-			u, n := p.cpu, p.n
-			b, br := perMsg(u.BrokerB, n), perMsg(u.Bridge, n)
-			if r.path == "direct" {
-				b = "-"
+	for _, g := range rows {
+		for _, r := range g.runs {
+			if r.rate == 0 {
+				continue
 			}
-			if !r.bridged() {
-				br = "-"
+			label := r.label(rounds)
+			row := func(label, phase string, p phaseStats) {
+				u, n := p.cpu, p.n
+				b, br := perMsg(u.BrokerB, n), perMsg(u.Bridge, n)
+				if r.path == "direct" {
+					b = "-"
+				}
+				if !r.bridged() {
+					br = "-"
+				}
+				busy := 0.0
+				if u.Wall > 0 {
+					busy = 100 * u.Machine.Seconds() / (float64(runtime.NumCPU()) * u.Wall.Seconds())
+				}
+				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %8s %8s %8s %8s %8s %8s %8s %8s %5.0f%% %10.0f%%\n", r.mode, label, phase, n, fmtDur(u.Wall),
+					perMsg(u.BrokerA, n), b, perMsg(u.BrokerA+u.BrokerB, n), br, perMsg(u.Bench, n), perMsg(u.Other(), n), perMsg(u.Machine, n), busy, 100*r.idleBefore)
 			}
-			busy := 0.0
-			if u.Wall > 0 {
-				busy = 100 * u.Machine.Seconds() / (float64(runtime.NumCPU()) * u.Wall.Seconds())
+			row(label, "full", r.full)
+			for _, m := range r.minRuns {
+				row(label+" (go-stomp "+m.when+")", "full", m.stats)
 			}
-			fmt.Fprintf(w, "%-15s %-28s %-10s %7d %8s %8s %8s %8s %8s %8s %8s %8s %5.0f%% %10.0f%%\n", r.mode, label, phase, n, fmtDur(u.Wall),
-				perMsg(u.BrokerA, n), b, perMsg(u.BrokerA+u.BrokerB, n), br, perMsg(u.Bench, n), perMsg(u.Other(), n), perMsg(u.Machine, n), busy, 100*r.idleBefore)
-		}
-		row(r.path, "full", r.full)
-		for _, m := range r.minRuns {
-			row(r.path+" (go-stomp "+m.when+")", "full", m.stats)
-		}
-		if r.steady.n > 0 {
-			row(r.path, "paced", r.steady)
+			if r.steady.n > 0 {
+				row(label, "paced", r.steady)
+			}
 		}
 	}
 
+	if rounds > 1 {
+		fmt.Fprintln(w)
+		printSummary(w, rows, rounds, rateCol)
+	}
 	fmt.Fprintln(w)
-	for _, r := range results {
-		switch {
-		case r.bestMinimal() != nil && r.rate > 0 && r.bestMinimal().rate > 0:
-			m := r.bestMinimal()
-			var each []string
-			for _, x := range r.minRuns {
-				each = append(each, fmt.Sprintf("%s %.0f", x.when, x.rate))
-			}
-			ratio := r.rate / m.rate
-			fmt.Fprintf(w, "generator check %s/%s: harness %.0f msg/s, go-stomp pair %.0f msg/s (%s), ratio %.2f (>= %.2f): %s; bench CPU %s vs %s µs/msg, brokers %s vs %s µs/msg\n",
-				r.mode, r.path, r.rate, m.rate, strings.Join(each, ", "), ratio, generatorMinRatio, passMiss(ratio >= generatorMinRatio),
-				perMsg(r.full.cpu.Bench, r.full.n), perMsg(m.stats.cpu.Bench, m.stats.n),
-				perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n), perMsg(m.stats.cpu.BrokerA+m.stats.cpu.BrokerB, m.stats.n))
-		case r.minimalWanted && r.minimalSkippedReason != "":
-			fmt.Fprintf(w, "generator check %s/%s: go-stomp pair not run (%s)\n", r.mode, r.path, r.minimalSkippedReason)
-		case r.minimalWanted:
-			fmt.Fprintf(w, "generator check %s/%s: MISS, no comparison (%s)\n", r.mode, r.path, firstNonEmpty(r.minFailed, r.failed, "path did not complete"))
-		}
+	for _, v := range generatorChecks(rows, rounds) {
+		fmt.Fprintln(w, v.line)
 	}
-	find := func(mode, path string) *result {
-		for _, r := range results {
-			if r.mode == mode && r.path == path && r.rate > 0 {
-				return r
-			}
-		}
-		return nil
-	}
-	targets := []struct {
-		mode string
-		min  float64
-	}{{modeNonPersistent, 0.8}, {modePersistent, 1.5}}
-	for _, path := range []string{"brokernet", "brokernet-openwire"} {
-		for _, t := range targets {
-			bn, nat := find(t.mode, path), find(t.mode, "native")
-			if bn == nil || nat == nil {
-				continue
-			}
-			ratio := bn.rate / nat.rate
-			fmt.Fprintf(w, "target %s %s/native >= %.1f: %.2f %s\n", t.mode, path, t.min, ratio, passMiss(ratio >= t.min))
-		}
-		if bn, nat := find(modeNonPersistent, path), find(modeNonPersistent, "native"); bn != nil {
-			fmt.Fprintf(w, "target non-persistent %s p50 at %.0f msg/s < 2ms: %s %s\n", path, *flagRate, fmtDur(bn.sp50), passMiss(bn.sp50 < 2*time.Millisecond))
-			if nat != nil && nat.sp99 > 0 {
-				ratio := float64(bn.sp99) / float64(nat.sp99)
-				fmt.Fprintf(w, "target non-persistent %s p99 at %.0f msg/s <= 1.5x native (%s): %s, %.2fx %s\n", path, *flagRate, fmtDur(nat.sp99), fmtDur(bn.sp99), ratio, passMiss(ratio <= 1.5))
-			}
-			if bn.bridgeMsgs > 0 {
-				fmt.Fprintf(w, "target non-persistent %s bridge CPU <= 30µs/msg (whole life): %.1fµs %s\n", path, float64(bn.bridgeCPUPerMsg())/1e3, passMiss(bn.bridgeCPUPerMsg() <= 30*time.Microsecond))
-			}
-		}
-	}
-	lossOK := true
-	var bad []string
-	for _, r := range results {
-		switch {
-		case r.rate == 0:
-			lossOK = false
-			bad = append(bad, fmt.Sprintf("%s/%s(did not complete)", r.mode, r.path))
-		case r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0:
-			lossOK = false
-			bad = append(bad, fmt.Sprintf("%s/%s(lost %d dup %d)", r.mode, r.path, r.lost, r.dups))
-		}
-		if r.minLost > 0 || r.minDups > 0 || r.minBad > 0 || r.minForeign > 0 {
-			lossOK = false
-			bad = append(bad, fmt.Sprintf("%s/%s go-stomp pair(lost %d dup %d)", r.mode, r.path, r.minLost, r.minDups))
-		}
-	}
-	if lossOK {
-		fmt.Fprintln(w, "target zero loss, no duplicates (all paths): PASS")
-	} else {
-		fmt.Fprintln(w, "target zero loss, no duplicates: MISS *** "+strings.Join(bad, ", ")+" ***")
+	for _, v := range judgeTargets(rows, rounds, *flagRate) {
+		fmt.Fprintln(w, v.line)
 	}
 	fmt.Fprintln(w)
 }
