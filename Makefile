@@ -46,8 +46,12 @@ vet:
 	$(GO) vet ./...
 
 # bench compares brokernet with ActiveMQ's own networkConnector on this machine.
+# BenchmarkForwarding runs each mode×path -bench.repeat times (default 3) in
+# interleaved rounds and reports median and range; flags go in BENCHFLAGS after
+# -args, e.g. BENCHFLAGS='-args -bench.repeat=5 -bench.paths=native,brokernet'
+# (the full flag list heads internal/bench/bench_test.go).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/ $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 120m ./internal/bench/ $(BENCHFLAGS)
 
 # soak runs a stream of persistent messages through a chain of three brokers for
 # SOAK (default 30m) while brokers are killed and restarted and the consumer churns,
