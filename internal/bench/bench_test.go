@@ -257,10 +257,7 @@ func BenchmarkForwarding(b *testing.B) {
 	for _, p := range splitList(*flagMinimal) {
 		minimalOn[p] = true
 	}
-	rounds := *flagRepeat
-	if rounds < 1 {
-		b.Fatalf("-bench.repeat=%d: want at least 1 round", rounds)
-	}
+	rounds := repeatRounds(b)
 	settings := []brokerSettings{defaultSettings}
 	if *flagTuned {
 		settings = append(settings, tunedSettings)
@@ -269,43 +266,64 @@ func BenchmarkForwarding(b *testing.B) {
 	for _, set := range settings {
 		var results []*result
 		b.Run(set.name, func(b *testing.B) {
-			// Rounds are the outer loop so that each runs every mode×path once
-			// before the next starts (interleaved, not path after path).
-			for round := 1; round <= rounds; round++ {
-				runRound := func(b *testing.B) {
-					for _, mode := range modes {
-						b.Run(mode, func(b *testing.B) {
-							for _, path := range paths {
-								r := &result{settings: set, mode: mode, path: path, round: round, minimalWanted: minimalOn[path]}
-								results = append(results, r)
-								b.Run(path, func(b *testing.B) {
-									defer func() {
-										if b.Failed() && r.failed == "" {
-											r.failed = "FAILED (see the log above)"
-										}
-										report(b, r)
-									}()
-									if rounds > 1 {
-										b.Logf("round %d of %d", round, rounds)
-									}
-									runPath(b, r)
-								})
-							}
-						})
-					}
-				}
-				if rounds == 1 {
-					runRound(b) // the sub-benchmark names of a single run stay as they were
-				} else {
-					b.Run(fmt.Sprintf("round%d", round), runRound)
-				}
-			}
+			results = runRounds(b, rounds, modes, paths, func(mode, path string) *result {
+				return &result{settings: set, mode: mode, path: path, minimalWanted: minimalOn[path]}
+			}, runPath)
 		})
 		tables = append(tables, results)
 	}
 	for _, results := range tables {
 		printTable(os.Stdout, results, rounds)
 	}
+}
+
+// repeatRounds is -bench.repeat, checked.
+func repeatRounds(b *testing.B) int {
+	if *flagRepeat < 1 {
+		b.Fatalf("-bench.repeat=%d: want at least 1 round", *flagRepeat)
+	}
+	return *flagRepeat
+}
+
+// runRounds measures every mode×path rounds times, interleaved: round 1 runs
+// each once, then round 2, and so on, so that a slow drift of the machine
+// hits every path alike. Each run is the sub-benchmark MODE/PATH, under
+// roundK when there are several rounds (a single run keeps the names it
+// always had); newResult makes its result, run measures it. The results come
+// back in the order they ran.
+func runRounds(b *testing.B, rounds int, modes, paths []string, newResult func(mode, path string) *result, run func(*testing.B, *result)) []*result {
+	var results []*result
+	for round := 1; round <= rounds; round++ {
+		runRound := func(b *testing.B) {
+			for _, mode := range modes {
+				b.Run(mode, func(b *testing.B) {
+					for _, path := range paths {
+						r := newResult(mode, path)
+						r.round = round
+						results = append(results, r)
+						b.Run(path, func(b *testing.B) {
+							defer func() {
+								if b.Failed() && r.failed == "" {
+									r.failed = "FAILED (see the log above)"
+								}
+								report(b, r)
+							}()
+							if rounds > 1 {
+								b.Logf("round %d of %d", round, rounds)
+							}
+							run(b, r)
+						})
+					}
+				})
+			}
+		}
+		if rounds == 1 {
+			runRound(b)
+		} else {
+			b.Run(fmt.Sprintf("round%d", round), runRound)
+		}
+	}
+	return results
 }
 
 func report(b *testing.B, r *result) {

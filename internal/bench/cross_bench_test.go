@@ -24,15 +24,16 @@ package bench
 //
 //	-bench.crosspaths=brokernet-stomp,brokernet-amqp   ("" skips this benchmark)
 //	-bench.rabbitn, -bench.rabbitnpersistent   full-speed messages, as for BenchmarkRabbitMQ
-//	-bench.modes, -bench.rate, -bench.steady, -bench.warmup, -bench.size, -bench.inflight,
-//	-bench.receiptevery, -bench.window, -bench.prefetch, -bench.bin, -bench.quietwait
-//	                                           as for BenchmarkForwarding
+//	-bench.modes, -bench.repeat, -bench.rate, -bench.steady, -bench.warmup, -bench.size,
+//	-bench.inflight, -bench.receiptevery, -bench.window, -bench.prefetch, -bench.bin,
+//	-bench.quietwait                           as for BenchmarkForwarding (repeat: rounds and a summary)
 
 import (
 	"context"
 	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -64,25 +65,13 @@ func BenchmarkActiveMQToRabbitMQ(b *testing.B) {
 		}
 	}
 	testbroker.Require(b)
-	var results []*result
-	for _, mode := range modes {
-		for _, path := range paths {
-			r := &result{settings: brokerSettings{name: "activemq-rabbitmq", desc: "ActiveMQ (Debian defaults) to RabbitMQ 3.10 (defaults)"}, mode: mode, path: path}
-			results = append(results, r)
-			b.Run(mode+"/"+path, func(b *testing.B) {
-				defer func() {
-					if b.Failed() && r.failed == "" {
-						r.failed = "FAILED (see the log above)"
-					}
-					report(b, r)
-				}()
-				runCrossPath(b, r)
-			})
-		}
-	}
+	rounds := repeatRounds(b)
+	results := runRounds(b, rounds, modes, paths, func(mode, path string) *result {
+		return &result{settings: brokerSettings{name: "activemq-rabbitmq", desc: "ActiveMQ (Debian defaults) to RabbitMQ 3.10 (defaults)"}, mode: mode, path: path}
+	}, runCrossPath)
 	title := fmt.Sprintf("brokernet bench, ActiveMQ A (Debian defaults, KahaDB when persistent) → RabbitMQ 3.10 node B (defaults): %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; producer on A over STOMP as in the first table; consumer on B over the bridge's protocol to B (STOMP: ack auto; AMQP 1.0: credit %d, accepts each); paced %.0f msg/s for %s; warm-up %d",
 		*flagBodySize, *flagRabbitN, *flagRabbitNP, rabbitCredit, *flagRate, *flagSteady, *flagWarmup)
-	printRabbitTable(results, title, "brokersCPU/msg: A's JVM and B's process tree during the full-speed phase")
+	printRabbitTable(os.Stdout, results, rounds, title, "brokersCPU/msg: A's JVM and B's process tree during the full-speed phase")
 }
 
 // crossConsumer is the consumer on RabbitMQ, over either protocol.

@@ -18,8 +18,12 @@ package bench
 //
 //	-bench.rabbitpaths=federation,brokernet-amqp   ("" skips this benchmark)
 //	-bench.rabbitn=20000 -bench.rabbitnpersistent=5000   full-speed messages
-//	-bench.modes, -bench.rate, -bench.steady, -bench.warmup, -bench.size,
+//	-bench.modes, -bench.repeat, -bench.rate, -bench.steady, -bench.warmup, -bench.size,
 //	-bench.window, -bench.prefetch, -bench.bin, -bench.quietwait   as for BenchmarkForwarding
+//
+// With -bench.repeat above 1 every mode×path runs that many times in
+// interleaved rounds and a summary table gives the median and range of each
+// figure, as for BenchmarkForwarding.
 
 import (
 	"bytes"
@@ -71,20 +75,13 @@ func BenchmarkRabbitMQ(b *testing.B) {
 			b.Fatalf("unknown path %q in -bench.rabbitpaths (want federation or brokernet-amqp)", p)
 		}
 	}
-	var results []*result
-	for _, mode := range splitList(*flagModes) {
-		for _, path := range paths {
-			r := &result{settings: brokerSettings{name: "rabbitmq", desc: "RabbitMQ 3.10 defaults"}, mode: mode, path: path}
-			results = append(results, r)
-			b.Run(mode+"/"+path, func(b *testing.B) {
-				runRabbitPath(b, r)
-				report(b, r)
-			})
-		}
-	}
+	rounds := repeatRounds(b)
+	results := runRounds(b, rounds, splitList(*flagModes), paths, func(mode, path string) *result {
+		return &result{settings: brokerSettings{name: "rabbitmq", desc: "RabbitMQ 3.10 defaults"}, mode: mode, path: path}
+	}, runRabbitPath)
 	title := fmt.Sprintf("brokernet bench, RabbitMQ 3.10 (two nodes, defaults), producer and consumer over AMQP 1.0: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; producer commits every %d, at most %d unconfirmed; consumer credit %d, accepts each; paced %.0f msg/s for %s; warm-up %d",
 		*flagBodySize, *flagRabbitN, *flagRabbitNP, rabbitBatch, rabbitInFlight, rabbitCredit, *flagRate, *flagSteady, *flagWarmup)
-	printRabbitTable(results, title, "brokersCPU/msg: both nodes during the full-speed phase")
+	printRabbitTable(os.Stdout, results, rounds, title, "brokersCPU/msg: both nodes during the full-speed phase")
 }
 
 func runRabbitPath(b *testing.B, r *result) {
@@ -485,30 +482,42 @@ func (c *amqpConsumer) close() {
 	})
 }
 
-// printRabbitTable prints one row per result under title; brokers says what
-// the brokersCPU/msg column counts.
-func printRabbitTable(results []*result, title, brokers string) {
+// printRabbitTable prints one row per result under title, grouped by
+// mode×path and labelled with their round when there are several, then the
+// summary over the rounds; brokers says what the brokersCPU/msg column counts.
+func printRabbitTable(w io.Writer, results []*result, rounds int, title, brokers string) {
 	if len(results) == 0 {
 		return
 	}
-	w := os.Stdout
+	rows := groupRounds(results)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, title)
 	fmt.Fprintf(w, "%-15s %-23s %8s %10s %10s %8s %8s %8s %5s %4s %14s %16s %10s\n",
 		"mode", "path", "msgs/s", "p50(full)", "p99(full)", "p50@r", "p99@r", "rate@r", "lost", "dup", "bridgeCPU/msg", "brokersCPU/msg", "bridgeRSS")
-	for _, r := range results {
-		if r.failed != "" && r.rate == 0 {
-			fmt.Fprintf(w, "%-15s %-23s %s\n", r.mode, r.path, r.failed)
-			continue
+	for _, g := range rows {
+		for _, r := range g.runs {
+			if r.failed != "" && r.rate == 0 {
+				fmt.Fprintf(w, "%-15s %-23s %s\n", r.mode, r.label(rounds), r.failed)
+				continue
+			}
+			bridgeCPU, rss := "-", "-"
+			if r.bridged() && r.bridgeMsgs > 0 {
+				bridgeCPU = fmt.Sprintf("%.0fµs", float64(r.bridgeCPUPerMsg())/1e3)
+				rss = fmt.Sprintf("%.0fMiB", float64(r.bridgeRSS)/1024)
+			}
+			line := fmt.Sprintf("%-15s %-23s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %16s %10s",
+				r.mode, r.label(rounds), r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate,
+				r.lost, r.dups, bridgeCPU, perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n)+"µs", rss)
+			if r.failed != "" && rounds > 1 {
+				line += "  " + r.failed
+			}
+			fmt.Fprintln(w, line)
 		}
-		bridgeCPU, rss := "-", "-"
-		if r.bridged() && r.bridgeMsgs > 0 {
-			bridgeCPU = fmt.Sprintf("%.0fµs", float64(r.bridgeCPUPerMsg())/1e3)
-			rss = fmt.Sprintf("%.0fMiB", float64(r.bridgeRSS)/1024)
-		}
-		fmt.Fprintf(w, "%-15s %-23s %8.0f %10s %10s %8s %8s %8.0f %5d %4d %14s %16s %10s\n",
-			r.mode, r.path, r.rate, fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.sp50), fmtDur(r.sp99), r.steadyRate,
-			r.lost, r.dups, bridgeCPU, perMsg(r.full.cpu.BrokerA+r.full.cpu.BrokerB, r.full.n)+"µs", rss)
 	}
 	fmt.Fprintln(w, "bridgeCPU/msg: the brokernet process's whole-life CPU over every message it forwarded; "+brokers)
+	if rounds > 1 {
+		fmt.Fprintln(w)
+		printSummary(w, rows, rounds, "@r")
+		fmt.Fprintln(w, judgeLoss(rows, rounds).line)
+	}
 }

@@ -298,3 +298,23 @@ func TestPrintTableLabelsRoundsAndSummarises(t *testing.T) {
 		t.Errorf("a single round should print neither a summary nor round labels:\n%s", out)
 	}
 }
+
+func TestPrintRabbitTableLabelsRoundsAndSummarises(t *testing.T) {
+	var rs []*result
+	for round := 1; round <= 2; round++ {
+		rs = append(rs, fakeRun(modeNonPersistent, "federation", round, 3000), fakeRun(modeNonPersistent, "brokernet-amqp", round, 2000+float64(round)*1000))
+	}
+	var buf bytes.Buffer
+	printRabbitTable(&buf, rs, 2, "title", "brokers")
+	out := buf.String()
+	for _, want := range []string{"brokernet-amqp #2", "summary over 2 interleaved rounds", "3500 (3000–4000)", "target zero loss, no duplicates (all paths): PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	buf.Reset()
+	printRabbitTable(&buf, rs[:2], 1, "title", "brokers")
+	if out := buf.String(); strings.Contains(out, "summary") || strings.Contains(out, "#1") || strings.Contains(out, "target") {
+		t.Errorf("a single round should print the table alone:\n%s", out)
+	}
+}
