@@ -385,11 +385,7 @@ func runPath(b *testing.B, r *result) {
 	if r.settings.opts != "" {
 		prefix += "-tuned"
 	}
-	if *flagQuietWait > 0 {
-		busy, waited := WaitQuiet(*flagQuietWait, 0.25, runtime.NumCPU())
-		r.idleBefore = busy
-		b.Logf("machine %.0f%% busy before start (waited %s)", 100*busy, waited.Round(time.Second))
-	}
+	waitQuiet(b, r)
 
 	var prodAddr, consAddr string
 	var pidA, pidB int
@@ -403,55 +399,13 @@ func runPath(b *testing.B, r *result) {
 		a := startBroker(b, r.settings, prefix+"-A", persistent, bb.OpenWireURI())
 		prodAddr, consAddr, pidA, pidB = a.StompAddr(), bb.StompAddr(), a.Pid(), bb.Pid()
 	case "brokernet", "brokernet-openwire":
-		bin := brokernetBinary(b)
 		a := startBroker(b, r.settings, prefix+"-A", persistent)
 		bb := startBroker(b, r.settings, prefix+"-B", persistent)
 		prodAddr, consAddr, pidA, pidB = a.StompAddr(), bb.StompAddr(), a.Pid(), bb.Pid()
-		args := []string{"bridge", "--log-level", "warn", "--log-format", "json"}
-		if *flagWindow > 0 {
-			args = append(args, "--window", fmt.Sprint(*flagWindow))
-		}
-		if *flagPrefetch > 0 {
-			args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
-		}
 		if r.path == "brokernet-openwire" {
-			args = append(args, a.OpenWireURI(), bb.OpenWireURI())
+			br = startBenchBridge(b, r, a.OpenWireURI(), bb.OpenWireURI())
 		} else {
-			args = append(args, a.StompURI(), bb.StompURI())
-		}
-		var err error
-		if br, err = StartBridge(bin, args...); err != nil {
-			r.failed = "starting brokernet: " + err.Error()
-			b.Fatal(r.failed)
-		}
-		b.Logf("started %s %s", bin, strings.Join(args, " "))
-		b.Cleanup(func() {
-			br.Kill()
-			if b.Failed() {
-				b.Logf("brokernet output:\n%s", br.Output())
-			}
-		})
-	}
-	// pathCtx ends when the bridge exits, so that waiting for messages stops
-	// at once instead of after a stall timeout.
-	pathCtx, cancelPath := context.WithCancel(ctx)
-	defer cancelPath()
-	if br != nil {
-		go func() {
-			select {
-			case <-br.Exited():
-				cancelPath()
-			case <-pathCtx.Done():
-			}
-		}()
-	}
-	bridgeAlive := func(when string) {
-		if br == nil {
-			return
-		}
-		if s := br.ExitSummary(); s != "" {
-			r.failed = s + " (" + when + ")"
-			b.Fatalf("%s\n%s", r.failed, br.Output())
+			br = startBenchBridge(b, r, a.StompURI(), bb.StompURI())
 		}
 	}
 	pidBridge := 0
@@ -471,124 +425,43 @@ func runPath(b *testing.B, r *result) {
 	}
 	defer prod.Abort()
 	body := Body(*flagBodySize)
-	send := func(p Phase, n int, rate float64) SendStats {
-		b.Helper()
-		cons.Expect(p, n)
-		o := SendOptions{Dest: dest, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
-			InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
-		if persistent {
-			o.InFlight, o.Batch = persistentInFlight, persistentBatch
-		}
-		st, err := Send(ctx, prod, o)
-		if err != nil {
-			b.Fatalf("%s phase: sending: %v", p, err)
-		}
-		return st
-	}
-
-	// Warm-up: proves the path forwards (demand has propagated, the bridge or
-	// network connector is up) and lets the JVMs compile the hot paths.
-	t0 := time.Now()
-	send(Warmup, *flagWarmup, 0)
-	wctx, cancel := context.WithTimeout(pathCtx, 90*time.Second)
-	ok := cons.Wait(wctx, Warmup, 60*time.Second)
-	cancel()
-	bridgeAlive("during the warm-up")
-	if !ok {
-		w := cons.Result(Warmup)
-		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
-		if br != nil {
-			r.failed += "; brokernet's last words: " + firstNonEmpty(br.LastLine(), "(none)")
-		}
-		b.Fatalf("warm-up: only %d of %d messages arrived on the consumer within %s", w.Distinct, w.N, time.Since(t0).Round(time.Millisecond))
-	}
-	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
+	run := &pathRun{rec: &cons.Recorder, wait: cons.Wait, sample: sample, br: br,
+		send: func(ctx context.Context, p Phase, n int, rate float64) (SendStats, error) {
+			o := SendOptions{Dest: dest, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
+				InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
+			if persistent {
+				o.InFlight, o.Batch = persistentInFlight, persistentBatch
+			}
+			return Send(ctx, prod, o)
+		}}
 
 	// The go-stomp pair, on its own queue, runs one full-speed phase right
 	// before the harness's and one right after, so that neither side profits
 	// from a warmer JVM (JIT) alone.
-	var pair *Minimal
 	switch {
 	case !r.minimalWanted:
 	case persistent:
 		r.minimalSkippedReason = "non-persistent mode only"
 	default:
-		pair = startMinimal(b, pathCtx, r, prodAddr, consAddr, body)
-		if pair != nil {
-			defer pair.Close() // after a failure; stopMinimal closes it first otherwise
+		var pair *Minimal
+		defer func() {
+			if pair != nil {
+				pair.Close() // after a failure; stopMinimal closes it first otherwise
+			}
+		}()
+		run.beforeFull = func(ctx context.Context) {
+			if pair = startMinimal(b, ctx, r, prodAddr, consAddr, body); pair != nil {
+				runMinimal(b, ctx, r, pair, Full, "before", body, sample)
+			}
 		}
-		bridgeAlive("during the go-stomp pair's warm-up")
-	}
-	if pair != nil {
-		runMinimal(b, pathCtx, r, pair, Full, "before", body, sample)
-	}
-
-	// Full speed.
-	c0 := sample()
-	st := send(Full, r.n, 0)
-	if !cons.Wait(pathCtx, Full, stallTimeout) {
-		b.Errorf("full-speed phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.full = phaseStats{n: r.n, cpu: sample().Sub(c0)}
-	full := cons.Result(Full)
-	if wall := full.Last.Sub(st.Start); full.Distinct > 0 && wall > 0 {
-		r.rate = float64(full.Distinct) / wall.Seconds()
-	}
-	if d := st.End.Sub(st.Start); d > 0 {
-		r.sendRate = float64(r.n) / d.Seconds()
-	}
-	r.p50, r.p99 = full.P50, full.P99
-	bridgeAlive("during the full-speed phase")
-
-	if pair != nil {
-		runMinimal(b, pathCtx, r, pair, Repeat, "after", body, sample)
-		stopMinimal(b, r, pair)
-		bridgeAlive("during the go-stomp pair's phases")
-	}
-
-	// Paced.
-	r.steadyN = int(*flagRate * flagSteady.Seconds())
-	c0 = sample()
-	sst := send(Steady, r.steadyN, *flagRate)
-	if d := sst.End.Sub(sst.Start); d > 0 {
-		r.steadyRate = float64(r.steadyN) / d.Seconds()
-	}
-	if !cons.Wait(pathCtx, Steady, stallTimeout) {
-		b.Errorf("steady phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.steady = phaseStats{n: r.steadyN, cpu: sample().Sub(c0)}
-	bridgeAlive("during the paced phase")
-	// Give late duplicates a moment.
-	time.Sleep(500 * time.Millisecond)
-	steady := cons.Result(Steady)
-	r.sp50, r.sp99, r.sMax = steady.P50, steady.P99, steady.Max
-
-	for p := range NumPhases {
-		pr := cons.Result(p)
-		r.lost += pr.Lost
-		r.dups += pr.Dups
-		r.bad += pr.Bad
-	}
-	r.foreign = cons.Foreign()
-	if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 {
-		b.Errorf("LOSS CHECK FAILED on %s/%s: lost %d, duplicates %d, bad seq %d, foreign %d", r.mode, r.path, r.lost, r.dups, r.bad, r.foreign)
-	}
-
-	if br != nil {
-		u, err := br.Stop(45 * time.Second)
-		r.bridgeCPU, r.bridgeRSS, r.bridgeExit = u.CPU, u.MaxRSS, u.ExitCode
-		r.bridgeMsgs = *flagWarmup + r.n + r.steadyN + r.minSent
-		if err != nil {
-			b.Errorf("stopping brokernet: %v\n%s", err, br.Output())
-		} else if u.ExitCode != 0 {
-			b.Errorf("brokernet exit code %d\n%s", u.ExitCode, br.Output())
-		}
-		if out := strings.TrimSpace(br.Output()); out != "" {
-			b.Logf("brokernet output (warn and above):\n%s", out)
+		run.afterFull = func(ctx context.Context) {
+			if pair != nil {
+				runMinimal(b, ctx, r, pair, Repeat, "after", body, sample)
+				stopMinimal(b, r, pair)
+			}
 		}
 	}
-	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
-		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+	run.measure(b, ctx, r)
 }
 
 // startMinimal connects the go-stomp pair and runs its warm-up (which also

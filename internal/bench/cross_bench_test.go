@@ -34,9 +34,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,11 +88,7 @@ func runCrossPath(b *testing.B, r *result) {
 		r.n = *flagRabbitNP
 		short = "p"
 	}
-	if *flagQuietWait > 0 {
-		busy, waited := WaitQuiet(*flagQuietWait, 0.25, runtime.NumCPU())
-		r.idleBefore = busy
-		b.Logf("machine %.0f%% busy before start (waited %s)", 100*busy, waited.Round(time.Second))
-	}
+	waitQuiet(b, r)
 	a := startBroker(b, defaultSettings, "bench-x-"+short+"-"+r.path+"-A", persistent)
 	t0 := time.Now()
 	rb := testbroker.StartRabbitMQs(b, testbroker.RabbitOptions{})[0]
@@ -110,37 +104,7 @@ func runCrossPath(b *testing.B, r *result) {
 	case "brokernet-openwire-amqp":
 		local = a.OpenWireURI()
 	}
-	args := []string{"bridge", "--log-level", "warn", "--log-format", "json"}
-	if *flagWindow > 0 {
-		args = append(args, "--window", fmt.Sprint(*flagWindow))
-	}
-	if *flagPrefetch > 0 {
-		args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
-	}
-	args = append(args, local, remote)
-	bin := brokernetBinary(b)
-	br, err := StartBridge(bin, args...)
-	if err != nil {
-		r.failed = "starting brokernet: " + err.Error()
-		b.Fatal(r.failed)
-	}
-	b.Logf("started %s %s", bin, strings.Join(args, " "))
-	b.Cleanup(func() {
-		br.Kill()
-		if b.Failed() {
-			b.Logf("brokernet output:\n%s", br.Output())
-		}
-	})
-	// pathCtx ends when the bridge exits, so that waiting stops at once.
-	pathCtx, cancelPath := context.WithCancel(ctx)
-	defer cancelPath()
-	go func() {
-		select {
-		case <-br.Exited():
-			cancelPath()
-		case <-pathCtx.Done():
-		}
-	}()
+	br := startBenchBridge(b, r, local, remote)
 	sample := func() CPUSample {
 		c := TakeCPU(a.Pid(), 0, br.Pid())
 		c.BrokerB = treeCPU(rb.Pid())
@@ -162,9 +126,6 @@ func runCrossPath(b *testing.B, r *result) {
 		cons = crossConsumer{rec: &c.Recorder, done: c.done, close: c.close}
 	}
 	defer cons.close()
-	wait := func(ctx context.Context, p Phase, stall time.Duration) bool {
-		return cons.rec.wait(ctx, p, stall, cons.done)
-	}
 
 	prod, err := Dial(ctx, a.StompURI())
 	if err != nil {
@@ -172,86 +133,17 @@ func runCrossPath(b *testing.B, r *result) {
 	}
 	defer prod.Abort()
 	body := Body(*flagBodySize)
-	send := func(p Phase, n int, rate float64) SendStats {
-		b.Helper()
-		cons.rec.Expect(p, n)
-		o := SendOptions{Dest: "/queue/" + rabbitQueue, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
-			InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
-		if persistent {
-			o.InFlight, o.Batch = persistentInFlight, persistentBatch
-		}
-		st, err := Send(pathCtx, prod, o)
-		if err != nil {
-			b.Fatalf("%s phase: sending: %v", p, err)
-		}
-		return st
-	}
-
-	// Warm-up: proves B's consumer became demand and the path forwards.
-	t0 = time.Now()
-	send(Warmup, *flagWarmup, 0)
-	wctx, cancel := context.WithTimeout(pathCtx, 90*time.Second)
-	ok := wait(wctx, Warmup, 60*time.Second)
-	cancel()
-	if !ok {
-		w := cons.rec.Result(Warmup)
-		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived; brokernet's last words: %s",
-			w.Distinct, w.N, firstNonEmpty(br.LastLine(), "(none)"))
-		b.Fatal(r.failed)
-	}
-	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
-
-	c0 := sample()
-	st := send(Full, r.n, 0)
-	if !wait(pathCtx, Full, stallTimeout) {
-		b.Errorf("full-speed phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.full = phaseStats{n: r.n, cpu: sample().Sub(c0)}
-	full := cons.rec.Result(Full)
-	if wall := full.Last.Sub(st.Start); full.Distinct > 0 && wall > 0 {
-		r.rate = float64(full.Distinct) / wall.Seconds()
-	}
-	if d := st.End.Sub(st.Start); d > 0 {
-		r.sendRate = float64(r.n) / d.Seconds()
-	}
-	r.p50, r.p99 = full.P50, full.P99
-
-	r.steadyN = int(*flagRate * flagSteady.Seconds())
-	c0 = sample()
-	sst := send(Steady, r.steadyN, *flagRate)
-	if d := sst.End.Sub(sst.Start); d > 0 {
-		r.steadyRate = float64(r.steadyN) / d.Seconds()
-	}
-	if !wait(pathCtx, Steady, stallTimeout) {
-		b.Errorf("steady phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.steady = phaseStats{n: r.steadyN, cpu: sample().Sub(c0)}
-	// Late duplicates (a redelivery after a lost confirmation) come soon.
-	time.Sleep(500 * time.Millisecond)
-	steady := cons.rec.Result(Steady)
-	r.sp50, r.sp99, r.sMax = steady.P50, steady.P99, steady.Max
-
-	for p := range NumPhases {
-		pr := cons.rec.Result(p)
-		r.lost += pr.Lost
-		r.dups += pr.Dups
-		r.bad += pr.Bad
-	}
-	r.foreign = cons.rec.Foreign()
-	if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 {
-		b.Errorf("LOSS CHECK FAILED on %s/%s: lost %d, duplicates %d, bad seq %d, foreign %d", r.mode, r.path, r.lost, r.dups, r.bad, r.foreign)
-	}
-	u, err := br.Stop(45 * time.Second)
-	r.bridgeCPU, r.bridgeRSS, r.bridgeExit = u.CPU, u.MaxRSS, u.ExitCode
-	r.bridgeMsgs = *flagWarmup + r.n + r.steadyN
-	if err != nil {
-		b.Errorf("stopping brokernet: %v\n%s", err, br.Output())
-	} else if u.ExitCode != 0 {
-		b.Errorf("brokernet exit code %d\n%s", u.ExitCode, br.Output())
-	}
-	if out := strings.TrimSpace(br.Output()); out != "" {
-		b.Logf("brokernet output (warn and above):\n%s", out)
-	}
-	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
-		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+	run := &pathRun{rec: cons.rec, sample: sample, br: br,
+		wait: func(ctx context.Context, p Phase, stall time.Duration) bool {
+			return cons.rec.wait(ctx, p, stall, cons.done)
+		},
+		send: func(ctx context.Context, p Phase, n int, rate float64) (SendStats, error) {
+			o := SendOptions{Dest: "/queue/" + rabbitQueue, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
+				InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
+			if persistent {
+				o.InFlight, o.Batch = persistentInFlight, persistentBatch
+			}
+			return Send(ctx, prod, o)
+		}}
+	run.measure(b, ctx, r)
 }

@@ -35,7 +35,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,11 +90,7 @@ func runRabbitPath(b *testing.B, r *result) {
 	if persistent {
 		r.n = *flagRabbitNP
 	}
-	if *flagQuietWait > 0 {
-		busy, waited := WaitQuiet(*flagQuietWait, 0.25, runtime.NumCPU())
-		r.idleBefore = busy
-		b.Logf("machine %.0f%% busy before start (waited %s)", 100*busy, waited.Round(time.Second))
-	}
+	waitQuiet(b, r)
 	nodes := testbroker.StartRabbitMQs(b, testbroker.RabbitOptions{}, testbroker.RabbitOptions{})
 	a, bb := nodes[0], nodes[1]
 
@@ -107,36 +102,14 @@ func runRabbitPath(b *testing.B, r *result) {
 			b.Fatal(err)
 		}
 	case "brokernet-amqp":
-		bin := brokernetBinary(b)
 		uri := func(n *testbroker.RabbitMQ) string {
 			return n.AMQPURI() + "?stompPort=" + strconv.Itoa(n.StompPort()) + "&management=" + url.QueryEscape(n.ManagementURL())
 		}
-		args := []string{"bridge", "--log-level", "warn", "--log-format", "json"}
-		if *flagWindow > 0 {
-			args = append(args, "--window", fmt.Sprint(*flagWindow))
-		}
-		if *flagPrefetch > 0 {
-			args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
-		}
-		args = append(args, uri(a), uri(bb))
-		var err error
-		if br, err = StartBridge(bin, args...); err != nil {
-			r.failed = "starting brokernet: " + err.Error()
-			b.Fatal(r.failed)
-		}
-		b.Cleanup(func() {
-			br.Kill()
-			if b.Failed() {
-				b.Logf("brokernet output:\n%s", br.Output())
-			}
-		})
+		br = startBenchBridge(b, r, uri(a), uri(bb))
 	}
-	pathCtx, cancelPath := context.WithCancel(ctx)
-	defer cancelPath()
-	var gone <-chan struct{}
 	pidBridge := 0
 	if br != nil {
-		gone, pidBridge = br.Exited(), br.Pid()
+		pidBridge = br.Pid()
 	}
 	sample := func() CPUSample {
 		c := TakeCPU(0, 0, pidBridge)
@@ -155,86 +128,14 @@ func runRabbitPath(b *testing.B, r *result) {
 	}
 	defer prod.Abort()
 	body := Body(*flagBodySize)
-	send := func(p Phase, n int, rate float64) SendStats {
-		b.Helper()
-		cons.Expect(p, n)
-		st, err := sendAMQP(pathCtx, prod, p, n, persistent, body, rate)
-		if err != nil {
-			b.Fatalf("%s phase: sending: %v", p, err)
-		}
-		return st
-	}
-
-	t0 := time.Now()
-	send(Warmup, *flagWarmup, 0)
-	wctx, cancel := context.WithTimeout(pathCtx, 90*time.Second)
-	ok := cons.wait(wctx, Warmup, 60*time.Second, gone)
-	cancel()
-	if !ok {
-		w := cons.Result(Warmup)
-		r.failed = fmt.Sprintf("warm-up: only %d of %d messages arrived", w.Distinct, w.N)
-		if br != nil {
-			r.failed += "; brokernet's last words: " + firstNonEmpty(br.LastLine(), "(none)")
-		}
-		b.Fatal(r.failed)
-	}
-	b.Logf("warm-up: %d messages through in %s", *flagWarmup, time.Since(t0).Round(time.Millisecond))
-
-	c0 := sample()
-	st := send(Full, r.n, 0)
-	if !cons.wait(pathCtx, Full, stallTimeout, gone) {
-		b.Errorf("full-speed phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.full = phaseStats{n: r.n, cpu: sample().Sub(c0)}
-	full := cons.Result(Full)
-	if wall := full.Last.Sub(st.Start); full.Distinct > 0 && wall > 0 {
-		r.rate = float64(full.Distinct) / wall.Seconds()
-	}
-	if d := st.End.Sub(st.Start); d > 0 {
-		r.sendRate = float64(r.n) / d.Seconds()
-	}
-	r.p50, r.p99 = full.P50, full.P99
-
-	r.steadyN = int(*flagRate * flagSteady.Seconds())
-	c0 = sample()
-	sst := send(Steady, r.steadyN, *flagRate)
-	if d := sst.End.Sub(sst.Start); d > 0 {
-		r.steadyRate = float64(r.steadyN) / d.Seconds()
-	}
-	if !cons.wait(pathCtx, Steady, stallTimeout, gone) {
-		b.Errorf("steady phase: messages missing after %s without progress", stallTimeout)
-	}
-	r.steady = phaseStats{n: r.steadyN, cpu: sample().Sub(c0)}
-	// Late duplicates (a redelivery after a lost confirmation) come soon.
-	time.Sleep(500 * time.Millisecond)
-	steady := cons.Result(Steady)
-	r.sp50, r.sp99, r.sMax = steady.P50, steady.P99, steady.Max
-
-	for p := range NumPhases {
-		pr := cons.Result(p)
-		r.lost += pr.Lost
-		r.dups += pr.Dups
-		r.bad += pr.Bad
-	}
-	r.foreign = cons.Foreign()
-	if r.lost > 0 || r.dups > 0 || r.bad > 0 || r.foreign > 0 {
-		b.Errorf("LOSS CHECK FAILED on %s/%s: lost %d, duplicates %d, bad seq %d, foreign %d", r.mode, r.path, r.lost, r.dups, r.bad, r.foreign)
-	}
-	if br != nil {
-		u, err := br.Stop(45 * time.Second)
-		r.bridgeCPU, r.bridgeRSS, r.bridgeExit = u.CPU, u.MaxRSS, u.ExitCode
-		r.bridgeMsgs = *flagWarmup + r.n + r.steadyN
-		if err != nil {
-			b.Errorf("stopping brokernet: %v\n%s", err, br.Output())
-		} else if u.ExitCode != 0 {
-			b.Errorf("brokernet exit code %d\n%s", u.ExitCode, br.Output())
-		}
-		if out := strings.TrimSpace(br.Output()); out != "" {
-			b.Logf("brokernet output (warn and above):\n%s", out)
-		}
-	}
-	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
-		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+	run := &pathRun{rec: &cons.Recorder, sample: sample, br: br,
+		wait: func(ctx context.Context, p Phase, stall time.Duration) bool {
+			return cons.wait(ctx, p, stall, cons.done)
+		},
+		send: func(ctx context.Context, p Phase, n int, rate float64) (SendStats, error) {
+			return sendAMQP(ctx, prod, p, n, persistent, body, rate)
+		}}
+	run.measure(b, ctx, r)
 }
 
 // treeCPU is the user+system CPU time so far of process pid and all its
