@@ -14,6 +14,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -480,31 +481,53 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 	})
 }
 
-// rabbitDepth is how many messages queue q holds on r, asked of the queue
-// itself (rabbitmqctl), not of the lagging management statistics. Right after
-// a restart the node lists its recovered queues only once their processes are
-// up, so the queue is waited for.
+// rabbitDepth is how many messages queue q holds on r, right after a restart,
+// while nothing consumes from it or sends to it. It asks the queue itself
+// (rabbitmqctl list_queues) and, where that does not answer, the management
+// API: its statistics lag behind a changing queue, but they start empty with
+// the node, so the first count they give of this idle queue is exact. Right
+// after a restart the node lists its recovered queues only once their
+// processes are up, so the queue is waited for; a failure shows the node's log.
 func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 	t.Helper()
-	depth := -1
-	stomptest.Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ask := func() (int, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		out, err := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages")
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == q {
-				n, err := strconv.Atoi(f[1])
-				if err != nil {
-					return fmt.Errorf("list_queues: %q", line)
+		out, ctlErr := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages", "state")
+		if ctlErr == nil {
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == q {
+					if n, err := strconv.Atoi(f[1]); err == nil {
+						return n, "rabbitmqctl", nil
+					}
+					ctlErr = fmt.Errorf("list_queues lists %s without a count: %q", q, line)
 				}
-				depth = n
-				return nil
+			}
+			if ctlErr == nil {
+				ctlErr = fmt.Errorf("list_queues has no queue %s yet:\n%s", q, out)
 			}
 		}
-		return fmt.Errorf("list_queues has no queue %s yet:\n%s", q, out)
-	})
-	return depth
+		mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer mcancel()
+		st, err := r.QueueStats(mctx, q)
+		switch {
+		case err != nil:
+			return 0, "", errors.Join(ctlErr, err)
+		case !st.Counted:
+			return 0, "", errors.Join(ctlErr, fmt.Errorf("the management API has no count for %s yet", q))
+		}
+		return st.Messages, "the management API", nil
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		n, from, err := ask()
+		if err == nil {
+			t.Logf("queue %s holds %d messages (asked %s)", q, n, from)
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the depth of queue %s after the restart: %v\nnode log:\n%s", q, err, r.LogTail(60))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -333,6 +333,10 @@ type RabbitQueueStats struct {
 	Ready     int  `json:"messages_ready"`          // waiting for a consumer
 	Unacked   int  `json:"messages_unacknowledged"` // delivered, not yet acknowledged
 	Consumers int  `json:"consumers"`
+	// Counted says the answer carried message counts at all: a queue the
+	// statistics collector has not heard from yet (right after a node
+	// start) is listed without them, which would read as 0 messages.
+	Counted bool `json:"-"`
 }
 
 // QueueStats reads GET /api/queues/%2F/NAME. The counts come from the
@@ -356,8 +360,12 @@ func (r *RabbitMQ) QueueStats(ctx context.Context, name string) (RabbitQueueStat
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("testbroker: queue %q on %s: HTTP %d: %s", name, r.Node(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	if err := json.Unmarshal(body, &st); err != nil {
+	var counted struct {
+		Messages *int `json:"messages"`
+	}
+	if err := errors.Join(json.Unmarshal(body, &st), json.Unmarshal(body, &counted)); err != nil {
 		return st, fmt.Errorf("testbroker: queue %q on %s: %w", name, r.Node(), err)
 	}
+	st.Counted = counted.Messages != nil
 	return st, nil
 }
