@@ -46,7 +46,7 @@ vet:
 	$(GO) vet ./...
 
 # bench compares brokernet with ActiveMQ's own networkConnector on this machine.
-# BenchmarkForwarding runs each mode×path -bench.repeat times (default 3) in
+# Each benchmark runs every mode×path -bench.repeat times (default 3) in
 # interleaved rounds and reports median and range; flags go in BENCHFLAGS after
 # -args, e.g. BENCHFLAGS='-args -bench.repeat=5 -bench.paths=native,brokernet'
 # (the full flag list heads internal/bench/bench_test.go).
