@@ -49,6 +49,16 @@ type Config struct {
 	// MaxCommits is the most transaction commits awaiting their receipt. Default 2:
 	// while one commit is being stored the next batch fills, so batches grow with load.
 	MaxCommits int
+	// CommitDelay is how long an idle batch whose messages the remote broker
+	// already holds — non-persistent ones, or any to a broker whose Commit is
+	// not a transaction — waits for company before it is committed. Its
+	// messages go out at once (transport.Flusher); only their confirmation,
+	// and so the local acknowledgement, waits. At moderate rates one
+	// confirmation and one acknowledgement then cover several messages instead
+	// of one each: fewer frames for both brokers and fewer wake-ups for the
+	// bridge, at no cost in latency and with no more in flight than Window.
+	// Default DefaultCommitDelay; negative commits every idle batch at once.
+	CommitDelay time.Duration
 	// ReplayDelay is how long a queue must have had no local consumer, while a
 	// remote broker has demand for it, before the messages that came from there are
 	// replayed back (Demand.ReplayWhenNoConsumers; ActiveMQ's replayDelay).
@@ -96,6 +106,9 @@ type Config struct {
 const (
 	DefaultWindow   = 500
 	DefaultPrefetch = 1000
+	// DefaultCommitDelay: at 2,000 msg/s about ten messages share a
+	// confirmation; far below the time a consumer notices.
+	DefaultCommitDelay = 5 * time.Millisecond
 )
 
 func (c *Config) defaults() {
@@ -107,6 +120,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxCommits <= 0 {
 		c.MaxCommits = 2
+	}
+	if c.CommitDelay == 0 {
+		c.CommitDelay = DefaultCommitDelay
 	}
 	if c.DeadLetterQueue.Name == "" {
 		c.DeadLetterQueue = destination.Destination{Kind: destination.Queue, Name: "ActiveMQ.DLQ"}

@@ -43,6 +43,10 @@ type fakeBroker struct {
 	noSelectors bool
 	// deliveries counts dispatches per message id.
 	deliveries map[string]int
+	// persistent makes the messages put persistent.
+	persistent bool
+	// sent counts Sends, commits the Commits of at least one message.
+	sent, commits int
 }
 
 type fakeMsg struct {
@@ -82,7 +86,7 @@ func (b *fakeBroker) putWith(q string, n int, props ...string) {
 		b.seq++
 		id := fmt.Sprintf("ID:%s-%d", b.name, b.seq)
 		m := &transport.Message{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: q},
-			Priority: 4, Body: fmt.Appendf(nil, "%s-%d", q, i)}
+			Priority: 4, Body: fmt.Appendf(nil, "%s-%d", q, i), Persistent: b.persistent}
 		for j := 0; j+1 < len(props); j += 2 {
 			m.Props = append(m.Props, transport.Property{Name: props[j], Value: props[j+1]})
 		}
@@ -160,6 +164,13 @@ func (b *fakeBroker) release() {
 	for _, f := range held {
 		f()
 	}
+}
+
+// counts returns how many messages were sent and batches committed.
+func (b *fakeBroker) counts() (sent, commits int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sent, b.commits
 }
 
 func (b *fakeBroker) heldCommits() int {
@@ -305,6 +316,9 @@ func (c *fakeConn) Send(ctx context.Context, m *transport.Message) error {
 		return nil
 	}
 	c.batch = append(c.batch, m)
+	c.b.mu.Lock()
+	c.b.sent++
+	c.b.mu.Unlock()
 	return nil
 }
 
@@ -315,6 +329,11 @@ func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 	tok := c.next()
 	batch := c.batch
 	c.batch = nil
+	if len(batch) > 0 {
+		c.b.mu.Lock()
+		c.b.commits++
+		c.b.mu.Unlock()
+	}
 	done := func() {
 		var outs []transport.SendOutcome
 		c.b.mu.Lock()

@@ -70,10 +70,18 @@ type session struct {
 	// deliveries are never stuck. The subscriptions' prefetch bounds it.
 	backlog eventQueue
 
-	open       *txn   // batch being filled, nil if none
-	committing int    // batches awaiting their confirmation
-	inCommit   []*txn // those batches, oldest first
-	inFlight   int    // forwarded, not yet settled on the local broker (window)
+	open *txn // batch being filled, nil if none
+	// remoteTx: the remote broker's Commit is a transaction, so a batch of
+	// persistent messages is invisible there until committed and never
+	// lingers (Config.CommitDelay). lingerDue fires when the open batch's
+	// delay is over; nil while none is set.
+	remoteTx    bool
+	lingerTimer *time.Timer
+	lingerDue   <-chan time.Time
+	draining    bool
+	committing  int    // batches awaiting their confirmation
+	inCommit    []*txn // those batches, oldest first
+	inFlight    int    // forwarded, not yet settled on the local broker (window)
 	// retry holds forwarded messages the remote released, to send again.
 	retry      []*entry
 	retryTimer *time.Timer
@@ -158,6 +166,7 @@ func (s *session) run(ctx context.Context) error {
 	s.local = newPeer(lc, "local broker", true)
 	defer lc.Abort()
 	li, ri := lc.Info(), rc.Info()
+	s.remoteTx = ri.Transactions
 	s.log.Info().Str("local_server", li.Server).Str("remote_server", ri.Server).
 		Str("local_protocol", li.Protocol).Str("remote_protocol", ri.Protocol).Msg("connected")
 
@@ -299,6 +308,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		select {
 		case <-cancelled:
 			draining = true
+			s.draining = true
 			t := time.NewTimer(s.cfg.DrainTimeout)
 			defer t.Stop()
 			drainDeadline = t.C
@@ -317,6 +327,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onEvent(wctx, s.remote, ev, ok, draining)
 		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
+		case <-s.lingerDue:
+			s.lingerDue = nil // the commit check below sees the delay is over
 		case <-s.retryDue:
 			err = s.sendRetries(wctx)
 		case <-s.releaseDue:

@@ -63,13 +63,50 @@ func TestWindowBoundsMessagesInFlight(t *testing.T) {
 	waitFor(t, time.Second, "forwarded counted", func() bool { return b.Stats().Forwarded.Load() == 100 })
 }
 
-func TestLoneMessageIsCommittedAtOnce(t *testing.T) {
+func TestLoneMessageIsCommittedWithinTheDelay(t *testing.T) {
 	local, remote := newFakeBroker("A"), newFakeBroker("B")
 	consumerOn(remote, "q")
 	startFake(t, local, remote, Config{})
 	local.put("q", 1)
 	waitFor(t, 2*time.Second, "the message settled", func() bool { return local.queued("q") == 0 })
 	wantAllOnce(t, remote, "q", 1)
+}
+
+// Messages the remote already holds (non-persistent) arriving one at a time,
+// each while the bridge is idle, share one commit within CommitDelay: the
+// bridge does not ask a confirmation of every message.
+func TestIdleMessagesShareACommitWithinTheDelay(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	startFake(t, local, remote, Config{CommitDelay: time.Second})
+	for i := 1; i <= 5; i++ {
+		local.put("q", 1)
+		waitFor(t, 2*time.Second, fmt.Sprintf("message %d sent", i), func() bool { s, _ := remote.counts(); return s == i })
+	}
+	waitFor(t, 5*time.Second, "all settled", func() bool { return local.queued("q") == 0 })
+	if got := len(remote.receivedBodies()); got != 5 {
+		t.Fatalf("remote received %d messages, want 5", got)
+	}
+	if _, commits := remote.counts(); commits != 1 {
+		t.Fatalf("%d commits for 5 messages sent within the delay, want 1", commits)
+	}
+}
+
+// Persistent messages to a broker whose commit is a transaction are invisible
+// there until committed: an idle batch of them is committed at once, whatever
+// CommitDelay.
+func TestIdlePersistentBatchIsCommittedAtOnce(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.persistent = true
+	consumerOn(remote, "q")
+	startFake(t, local, remote, Config{CommitDelay: time.Hour})
+	for i := 1; i <= 3; i++ {
+		local.put("q", 1)
+		waitFor(t, 5*time.Second, fmt.Sprintf("message %d received", i), func() bool { return len(remote.receivedBodies()) == i })
+	}
+	if _, commits := remote.counts(); commits != 3 {
+		t.Fatalf("%d commits for 3 persistent messages sent one at a time, want 3", commits)
+	}
 }
 
 func TestDrainConfirmsInFlightAndLeavesTheRest(t *testing.T) {

@@ -42,6 +42,10 @@ type txn struct {
 	// solo marks a batch of one suspect message, sent with nothing else in
 	// flight, so that a refusal can be pinned on it.
 	solo bool
+	// opened is when its first message was sent; persistent says one of its
+	// messages is (Config.CommitDelay).
+	opened     time.Time
+	persistent bool
 }
 
 // onLocalMessage forwards one message received on a demand subscription.
@@ -149,10 +153,14 @@ func (s *session) send(ctx context.Context, e *entry) error {
 	if s.open == nil {
 		s.open = &txn{}
 	}
+	if s.open.opened.IsZero() {
+		s.open.opened = time.Now()
+	}
 	if err := s.remote.conn.Send(ctx, e.out); err != nil {
 		return s.remote.errorf(err)
 	}
 	s.open.entries = append(s.open.entries, e)
+	s.open.persistent = s.open.persistent || e.out.Persistent
 	s.b.stats.InFlight.Store(int64(s.inFlight))
 	return nil
 }
@@ -174,7 +182,17 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 		}
 		return nil
 	}
-	if !idle && !tx.solo && len(tx.entries) < s.cfg.MaxBatch && s.inFlight < s.cfg.Window {
+	full := tx.solo || len(tx.entries) >= s.cfg.MaxBatch || s.inFlight >= s.cfg.Window
+	if !idle && !full {
+		return nil
+	}
+	if !full && s.linger(tx) {
+		// Its messages must not wait with their confirmation.
+		if f, ok := s.remote.conn.(transport.Flusher); ok {
+			if err := f.Flush(ctx); err != nil {
+				return s.remote.errorf(err)
+			}
+		}
 		return nil
 	}
 	s.open = nil
@@ -186,6 +204,27 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 	}
 	s.remote.await(tok, func(ev transport.Event) error { return s.onCommitted(ctx, tx, ev) })
 	return nil
+}
+
+// linger reports whether the open batch tx waits for company before its
+// commit (Config.CommitDelay), and sets the timer that ends the wait.
+func (s *session) linger(tx *txn) bool {
+	if s.cfg.CommitDelay <= 0 || s.draining || tx.persistent && s.remoteTx {
+		return false
+	}
+	wait := time.Until(tx.opened.Add(s.cfg.CommitDelay))
+	if wait <= 0 {
+		return false
+	}
+	if s.lingerDue == nil {
+		if s.lingerTimer == nil {
+			s.lingerTimer = time.NewTimer(wait)
+		} else {
+			s.lingerTimer.Reset(wait)
+		}
+		s.lingerDue = s.lingerTimer.C
+	}
+	return true
 }
 
 // onCommitted records the remote's verdict on a batch and settles what it allows.
