@@ -7,8 +7,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// lockedBuffer is a log sink for commands whose goroutines log concurrently.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func TestChooseRuntime(t *testing.T) {
 	flagSet := func(n int) procsFlag { return procsFlag{n: n, set: true} }
@@ -153,7 +172,7 @@ uri = "stomp://127.0.0.1:2"
 				t.Setenv(k, v)
 			}
 			got := observeRuntime(t)
-			var stdout, stderr bytes.Buffer
+			var stdout, stderr lockedBuffer
 			if err := tt.run(ctx, &env{stdout: &stdout, stderr: &stderr}, tt.args); err != nil {
 				t.Fatalf("%v\n%s", err, stderr.String())
 			}
