@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"errors"
 	"flag"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -66,7 +66,7 @@ func (p *procsFlag) String() string {
 func (p *procsFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
 	if err != nil {
-		return fmt.Errorf("want a number of threads")
+		return errors.New("want a number of threads")
 	}
 	p.n, p.set = int(n), true
 	return nil
