@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +94,12 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.logFormat, "log-format", "console", "json or console")
 	f.admin.register(fs)
 	f.creds.register(fs)
+	procs := registerProcs(fs)
 	pos, err := parseFlags(e, fs, bridgeUsage, args)
+	if err != nil {
+		return err
+	}
+	rt, err := chooseRuntime(*procs, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -133,6 +139,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	if f.adminWarn != "" {
 		log.Warn().Msg(f.adminWarn)
 	}
+	applyRuntime(log, rt)
 	return serveFederation(ctx, log, cfg, nil, nil)
 }
 

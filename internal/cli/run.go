@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,7 +15,7 @@ import (
 	"github.com/brokernet/brokernet/netconnector"
 )
 
-const runUsage = `Usage: brokernet run -c FILE
+const runUsage = `Usage: brokernet run -c FILE [--procs N]
 
 Runs the federation described by FILE (TOML): every [[networkConnector]] with its
 discovery agent, one bridge per discovered peer. SIGHUP reloads FILE: connectors
@@ -31,9 +32,9 @@ Validates FILE and reports every problem with its line, without connecting to an
 Flags:
 `
 
-// loadConfigFlag parses "-c FILE" and loads the file; its problems are usage errors.
-func loadConfigFlag(e *env, name, usage string, args []string) (string, *config.Config, error) {
-	fs := newFlagSet(name)
+// loadConfigFlag parses "-c FILE" and the other flags registered on fs, and
+// loads the file; its problems are usage errors.
+func loadConfigFlag(e *env, fs *flag.FlagSet, usage string, args []string) (string, *config.Config, error) {
 	path := fs.String("c", "", "configuration file")
 	if _, err := parseFlags(e, fs, usage, args); err != nil {
 		return "", nil, err
@@ -49,7 +50,7 @@ func loadConfigFlag(e *env, name, usage string, args []string) (string, *config.
 }
 
 func runCheck(_ context.Context, e *env, args []string) error {
-	path, cfg, err := loadConfigFlag(e, "check", checkUsage, args)
+	path, cfg, err := loadConfigFlag(e, newFlagSet("check"), checkUsage, args)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,13 @@ func runCheck(_ context.Context, e *env, args []string) error {
 }
 
 func runRun(ctx context.Context, e *env, args []string) error {
-	path, cfg, err := loadConfigFlag(e, "run", runUsage, args)
+	fs := newFlagSet("run")
+	procs := registerProcs(fs)
+	path, cfg, err := loadConfigFlag(e, fs, runUsage, args)
+	if err != nil {
+		return err
+	}
+	rt, err := chooseRuntime(*procs, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -72,6 +79,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
+	applyRuntime(log, rt)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -53,7 +53,12 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&adm.listen, "admin-listen", "", "older name of --admin")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "json or console")
+	procs := registerProcs(fs)
 	pos, err := parseFlags(e, fs, sidecarUsage, args)
+	if err != nil {
+		return err
+	}
+	rt, err := chooseRuntime(*procs, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -130,6 +135,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	if adminWarn != "" {
 		log.Warn().Msg(adminWarn)
 	}
+	applyRuntime(log, rt)
 	return serveFederation(ctx, log, &cfg, nil, nil)
 }
 
