@@ -26,6 +26,14 @@ const (
 	portRangeHigh = 32000 // exclusive; lowered further if the ephemeral range starts below it
 )
 
+// defaultPorts are brokers' well-known ports, never handed out: a system
+// broker may hold them, and testdata/rabbitmq.sh refuses them (25672,
+// RabbitMQ's distribution port, lies in the range above).
+var defaultPorts = map[int]bool{
+	1883: true, 4369: true, 5671: true, 5672: true, 8161: true, 15672: true,
+	25672: true, 61613: true, 61614: true, 61616: true, 61617: true,
+}
+
 var (
 	portMu    sync.Mutex
 	usedPorts = map[int]bool{}
@@ -87,7 +95,7 @@ func FreePorts(n int) ([]int, error) {
 		} else {
 			p = lo + rand.IntN(hi-lo)
 		}
-		if usedPorts[p] || !canListen(p) || !reservePort(p) {
+		if defaultPorts[p] || usedPorts[p] || !canListen(p) || !reservePort(p) {
 			continue
 		}
 		usedPorts[p] = true
