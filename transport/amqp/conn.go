@@ -37,6 +37,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/quickack"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -172,19 +173,26 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 	// names a connection "CLIENT:PORT -> SERVER:PORT", and the management API
 	// shows that name on every consumer of the connection.
 	nd := &net.Dialer{KeepAlive: 30 * time.Second}
-	var nc net.Conn
-	var err error
+	nc, err := nd.DialContext(ctx, "tcp", u.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", u, err)
+	}
+	// A broker writing with Nagle's algorithm on would otherwise wait for
+	// our delayed ACKs (see quickack); RabbitMQ's default is nodelay, others'
+	// may not be.
+	nc = quickack.Wrap(nc)
 	if u.TLS {
 		cfg, terr := u.tlsConfig()
 		if terr != nil {
+			nc.Close()
 			return nil, fmt.Errorf("dialing %s: %w", u, terr)
 		}
-		nc, err = (&tls.Dialer{NetDialer: nd, Config: cfg}).DialContext(ctx, "tcp", u.Addr())
-	} else {
-		nc, err = nd.DialContext(ctx, "tcp", u.Addr())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dialing %s: %w", u, err)
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			tc.Close()
+			return nil, fmt.Errorf("dialing %s: %w", u, err)
+		}
+		nc = tc
 	}
 	connName := nc.LocalAddr().String() + " -> " + nc.RemoteAddr().String()
 	// Credentials go through SASLType, never in an address, so no error of

@@ -31,6 +31,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/internal/mailbox"
+	"github.com/brokernet/brokernet/internal/quickack"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -160,6 +161,9 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
+	// ActiveMQ's OpenWire connector writes with Nagle's algorithm on by
+	// default, like its STOMP one (see quickack).
+	nc = quickack.Wrap(nc)
 	if uri.TLS {
 		if nc, err = uri.TLSOptions().Client(ctx, nc, uri.Host, uri); err != nil {
 			return nil, err

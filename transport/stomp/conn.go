@@ -23,6 +23,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/internal/mailbox"
+	"github.com/brokernet/brokernet/internal/quickack"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -209,7 +210,7 @@ func Dial(ctx context.Context, uri URI, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dialing %s: %w", uri, err)
 	}
-	return newConn(ctx, withQuickAck(nc), uri, opts)
+	return newConn(ctx, quickack.Wrap(nc), uri, opts)
 }
 
 // newConn runs TLS (if the URI asks for it) and the STOMP handshake over nc and
