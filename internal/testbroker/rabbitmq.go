@@ -339,6 +339,9 @@ type RabbitQueueStats struct {
 	Counted bool `json:"-"`
 }
 
+// ErrNoQueue says the management API knows no queue of that name.
+var ErrNoQueue = errors.New("no such queue")
+
 // QueueStats reads GET /api/queues/%2F/NAME. The counts come from the
 // statistics collector and lag by up to collect_statistics_interval (5 s by
 // default; RabbitOptions.Conf "collect_statistics_interval = 1000" shortens
@@ -357,6 +360,9 @@ func (r *RabbitMQ) QueueStats(ctx context.Context, name string) (RabbitQueueStat
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusNotFound {
+		return st, fmt.Errorf("testbroker: queue %q on %s: %w", name, r.Node(), ErrNoQueue)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("testbroker: queue %q on %s: HTTP %d: %s", name, r.Node(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
