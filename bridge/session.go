@@ -78,7 +78,7 @@ type session struct {
 	remoteTx    bool
 	lingerTimer *time.Timer
 	lingerDue   <-chan time.Time
-	draining    bool
+	draining    bool   // the session was asked to end: nothing new is taken
 	committing  int    // batches awaiting their confirmation
 	inCommit    []*txn // those batches, oldest first
 	inFlight    int    // forwarded, not yet settled on the local broker (window)
@@ -285,7 +285,6 @@ func brokerID(ctx context.Context, c transport.Conn, override string) (string, e
 // loop is the session's event loop.
 func (s *session) loop(ctx, wctx context.Context) error {
 	var drainDeadline <-chan time.Time
-	draining := false
 	var expire <-chan time.Time
 	if s.cfg.DurableOfflineTimeout > 0 && s.ledgerOn {
 		t := time.NewTicker(min(max(s.cfg.DurableOfflineTimeout/4, 100*time.Millisecond), time.Minute))
@@ -293,11 +292,11 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		expire = t.C
 	}
 	for {
-		if draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
+		if s.draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
 			return s.closeGracefully(wctx)
 		}
 		var cancelled <-chan struct{}
-		if !draining {
+		if !s.draining {
 			cancelled = ctx.Done()
 		}
 		var durIn <-chan transport.Event
@@ -307,7 +306,6 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		var err error
 		select {
 		case <-cancelled:
-			draining = true
 			s.draining = true
 			t := time.NewTimer(s.cfg.DrainTimeout)
 			defer t.Stop()
@@ -320,11 +318,11 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		case <-drainDeadline:
 			return fmt.Errorf("drain timed out with %d messages in flight; they will be redelivered", s.inFlight)
 		case ev, ok := <-s.local.events:
-			err = s.onEvent(wctx, s.local, ev, ok, draining)
+			err = s.onEvent(wctx, s.local, ev, ok)
 		case ev, ok := <-durIn:
-			err = s.onEvent(wctx, s.durable, ev, ok, draining)
+			err = s.onEvent(wctx, s.durable, ev, ok)
 		case ev, ok := <-s.remote.events:
-			err = s.onEvent(wctx, s.remote, ev, ok, draining)
+			err = s.onEvent(wctx, s.remote, ev, ok)
 		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
 		case <-s.lingerDue:
@@ -345,12 +343,12 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			// The suspect waiting at the head of the backlog may go alone now.
 			s.isolating = false
 		}
-		if !draining {
+		if !s.draining {
 			if err := s.takeBacklog(wctx); err != nil {
 				return err
 			}
 		}
-		if err := s.maybeCommit(wctx, draining || s.idle()); err != nil {
+		if err := s.maybeCommit(wctx, s.draining || s.idle()); err != nil {
 			return err
 		}
 	}
@@ -366,7 +364,7 @@ func (s *session) idle() bool {
 }
 
 // onEvent handles one event of connection p; ok is false once its stream ended.
-func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, draining bool) error {
+func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok bool) error {
 	if !ok {
 		if p.local {
 			s.localFailed = true
@@ -379,7 +377,7 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok, 
 	}
 	switch ev.Kind {
 	case transport.Delivery:
-		if !p.local || draining {
+		if !p.local || s.draining {
 			// Not taken: the broker redelivers it after this session.
 			return nil
 		}

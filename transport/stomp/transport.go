@@ -690,16 +690,7 @@ func (b *BrokerConn) write(ctx context.Context, f *frame.Frame) error {
 }
 
 // flushTail writes the held tail frame, if any.
-func (b *BrokerConn) flushTail(ctx context.Context) error {
-	b.smu.Lock()
-	t := b.tail
-	b.tail = nil
-	b.smu.Unlock()
-	if t == nil {
-		return nil
-	}
-	return b.c.Write(ctx, t.f)
-}
+func (b *BrokerConn) flushTail(ctx context.Context) error { return b.holdTail(ctx, nil) }
 
 // takeHeld removes and returns the ACK held for sub, if any.
 func (b *BrokerConn) takeHeld(sub string) (ackRef, bool) {
