@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,8 +366,10 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 	// the bridge's window, forwarded to the remote and not consumed, or nowhere.
 	where := func() string {
 		st := b.Stats()
-		return fmt.Sprintf("local queue holds %d, remote queue %d; the bridge forwarded %d, has %d in flight",
-			local.Depth(t, q), remote.Depth(t, q), st.Forwarded.Load(), st.InFlight.Load())
+		_, _, confirmed := st.CommitBatch.Snapshot()
+		return fmt.Sprintf("local queue holds %d, remote queue %d; the bridge forwarded %d (the remote confirmed %.0f), has %d in flight, %d sessions, %d ended by an error",
+			local.Depth(t, q), remote.Depth(t, q), st.Forwarded.Load(), confirmed, st.InFlight.Load(),
+			st.Sessions.Load(), st.SessionFailure.Load()) + diagnose(t, remote, q)
 	}
 	waitOr(t, 30*time.Second, func() error {
 		if c.Distinct() < 200 {
@@ -397,6 +400,18 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 	}, where)
 	t.Logf("duplicates after the restart: %d (bounded by the window)", c.Duplicates()+c2.Duplicates()+c.Distinct()+c2.Distinct()-1000)
 	waitDepth(t, local, q, 0, 30*time.Second)
+}
+
+// diagnoser is a side that can say more about a queue when a wait fails.
+type diagnoser interface {
+	Diagnose(t *testing.T, name string) string
+}
+
+func diagnose(t *testing.T, s side, name string) string {
+	if d, ok := s.(diagnoser); ok {
+		return "; " + d.Diagnose(t, name)
+	}
+	return ""
 }
 
 // activemqSide is an ActiveMQ broker bridged over STOMP.
@@ -495,3 +510,21 @@ func (s rabbitSide) Depth(t *testing.T, name string) int64 {
 	return q.Messages
 }
 func (s rabbitSide) Restart(ctx context.Context) error { return s.r.Restart(ctx) }
+
+// Diagnose says whether the node knows queue name (Depth reads a missing one
+// as empty) and what its log says it recovered at its last start.
+func (s rabbitSide) Diagnose(t *testing.T, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	known := "the node knows the queue"
+	if _, err := s.r.QueueStats(ctx, name); err != nil {
+		known = err.Error()
+	}
+	recovered := "no recovery line in the log tail"
+	for _, line := range strings.Split(s.r.LogTail(400), "\n") {
+		if strings.Contains(line, "queues of type rabbit_classic_queue") {
+			recovered = strings.TrimSpace(line)
+		}
+	}
+	return known + "; " + recovered
+}
