@@ -14,6 +14,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
@@ -155,6 +156,18 @@ func (f Flavour) String() string {
 		return "artemis"
 	}
 	return "unknown"
+}
+
+// ParseFlavour reads a flavour name as ?flavor= gives it: activemq, rabbitmq
+// or artemis, in any case.
+func ParseFlavour(s string) (Flavour, error) {
+	s = strings.TrimSpace(s)
+	for _, f := range []Flavour{ActiveMQ, RabbitMQ, Artemis} {
+		if strings.EqualFold(s, f.String()) {
+			return f, nil
+		}
+	}
+	return UnknownFlavour, errors.New("want activemq, rabbitmq or artemis")
 }
 
 // Subscription is a subscription the bridge opens.

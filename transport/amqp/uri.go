@@ -108,9 +108,9 @@ func ParseURI(s string) (URI, error) {
 			}
 			u.IdleTimeout = d
 		case "flavor", "flavour":
-			f, ok := parseFlavour(v)
-			if !ok {
-				return true, errors.New("want activemq, rabbitmq or artemis")
+			f, err := transport.ParseFlavour(v)
+			if err != nil {
+				return true, err
 			}
 			u.Flavour = f
 		case "stompPort":
@@ -134,15 +134,6 @@ func ParseURI(s string) (URI, error) {
 		return u, err
 	}
 	return u, p.CheckTLS(tlsOpts, false)
-}
-
-func parseFlavour(v string) (transport.Flavour, bool) {
-	for _, f := range []transport.Flavour{transport.ActiveMQ, transport.RabbitMQ, transport.Artemis} {
-		if strings.EqualFold(v, f.String()) {
-			return f, true
-		}
-	}
-	return transport.UnknownFlavour, false
 }
 
 // Addr is host:port for dialing.

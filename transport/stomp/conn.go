@@ -47,42 +47,17 @@ func (e *BrokerError) Error() string {
 // Is makes every ERROR frame match transport.ErrRefused.
 func (e *BrokerError) Is(target error) bool { return target == transport.ErrRefused }
 
-// Flavour is the broker implementation, learnt from the CONNECTED frame's server header.
-type Flavour int
+// Flavour is the broker implementation, learnt from the CONNECTED frame's
+// server header or forced with ?flavor=.
+type Flavour = transport.Flavour
 
 // Known broker flavours.
 const (
-	Unknown Flavour = iota
-	ActiveMQ
-	RabbitMQ
-	Artemis
+	Unknown  = transport.UnknownFlavour
+	ActiveMQ = transport.ActiveMQ
+	RabbitMQ = transport.RabbitMQ
+	Artemis  = transport.Artemis
 )
-
-func (f Flavour) String() string {
-	switch f {
-	case ActiveMQ:
-		return "activemq"
-	case RabbitMQ:
-		return "rabbitmq"
-	case Artemis:
-		return "artemis"
-	}
-	return "unknown"
-}
-
-// ParseFlavour reads a flavour name as ?flavor= gives it: activemq, rabbitmq
-// or artemis (any case).
-func ParseFlavour(s string) (Flavour, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "activemq":
-		return ActiveMQ, nil
-	case "rabbitmq":
-		return RabbitMQ, nil
-	case "artemis":
-		return Artemis, nil
-	}
-	return Unknown, fmt.Errorf("unknown flavor %q (want activemq, rabbitmq or artemis)", s)
-}
 
 func flavourOf(server string) Flavour {
 	s := strings.ToLower(server)

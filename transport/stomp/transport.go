@@ -143,15 +143,7 @@ func (b *BrokerConn) Raw() *Conn { return b.c }
 
 // Info describes the broker.
 func (b *BrokerConn) Info() transport.Info {
-	f := transport.UnknownFlavour
-	switch b.c.Flavour() {
-	case ActiveMQ:
-		f = transport.ActiveMQ
-	case RabbitMQ:
-		f = transport.RabbitMQ
-	case Artemis:
-		f = transport.Artemis
-	}
+	f := b.c.Flavour()
 	return transport.Info{
 		Protocol:     "stomp",
 		Server:       b.c.Server(),

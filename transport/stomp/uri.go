@@ -98,7 +98,7 @@ func parseURI(s string, checkFiles bool) (URI, error) {
 		case "clientId", "client-id":
 			u.ClientID = v
 		case "flavor", "flavour":
-			f, err := ParseFlavour(v)
+			f, err := transport.ParseFlavour(v)
 			if err != nil {
 				return true, err
 			}
