@@ -367,8 +367,8 @@ func scenarioRemoteRestart(t *testing.T, local, remote side) {
 	where := func() string {
 		st := b.Stats()
 		_, _, confirmed := st.CommitBatch.Snapshot()
-		return fmt.Sprintf("local queue holds %d, remote queue %d; the bridge forwarded %d (the remote confirmed %.0f), has %d in flight, %d sessions, %d ended by an error",
-			local.Depth(t, q), remote.Depth(t, q), st.Forwarded.Load(), confirmed, st.InFlight.Load(),
+		return fmt.Sprintf("local queue holds %d, remote queue %d; the bridge forwarded %d (the remote confirmed %.0f), dead-lettered %d, has %d in flight, %d sessions, %d ended by an error",
+			local.Depth(t, q), remote.Depth(t, q), st.Forwarded.Load(), confirmed, st.DeadLettered.Load(), st.InFlight.Load(),
 			st.Sessions.Load(), st.SessionFailure.Load()) + diagnose(t, remote, q)
 	}
 	waitOr(t, 30*time.Second, func() error {
