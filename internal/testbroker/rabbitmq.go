@@ -326,6 +326,28 @@ func (r *RabbitMQ) LogTail(n int) string {
 	return r.logTail(append(logs, filepath.Join(r.dir, "stdout.log")), n, n)
 }
 
+// nodeLog is the path of the node's own log file.
+func (r *RabbitMQ) nodeLog() string { return filepath.Join(r.dir, "log", r.Node()+".log") }
+
+// LogSize is the current length of the node's log, a mark for LogSince.
+func (r *RabbitMQ) LogSize() int64 {
+	fi, err := os.Stat(r.nodeLog())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogSince returns what the node logged after mark (LogSize). The node
+// buffers its log writes: a line may appear a few seconds after the event.
+func (r *RabbitMQ) LogSince(mark int64) string {
+	data, err := os.ReadFile(r.nodeLog())
+	if err != nil || int64(len(data)) < mark {
+		return ""
+	}
+	return string(data[mark:])
+}
+
 // RabbitQueueStats is what the management API says about one queue.
 type RabbitQueueStats struct {
 	Durable   bool `json:"durable"`
