@@ -1,4 +1,5 @@
-// Package quickack keeps a TCP connection acknowledging what it reads promptly.
+// Package quickack keeps a TCP connection acknowledging what it reads promptly,
+// and not more often than that.
 package quickack
 
 import (
@@ -9,38 +10,42 @@ import (
 	"time"
 )
 
-// DefaultInterval is how often at most a connection's reads set TCP_QUICKACK:
-// a read sooner after the last setting leaves it to a timer that sets it when
-// the interval is over, so no acknowledgement waits longer than this.
-//
-// Setting it after every read, as brokernet first did, paces a broker that
-// writes with Nagle's algorithm on to one frame per segment while the reader
-// keeps up: each read acknowledges at once, which releases the broker's next
-// small write at once, which wakes the reader for that one frame. On the
-// bench's direct path at full speed (one ActiveMQ, 1 KiB messages, the
-// harness's consumer) that cost 0.7–0.9 reads and 0.3–0.4 setsockopt calls per
-// message in the reader, 0.3–0.4 packets per message from the broker, and
-// reached 6,500–11,200 msg/s; with this interval 0.1–0.3 reads, 0.02–0.06
-// setsockopt, 0.15–0.18 packets and 12,500–17,100 msg/s (bench/RESULTS.md,
-// 2026-12-02). At 2,000 msg/s the p50 latency stayed at 1.3–1.5 ms either way;
-// without TCP_QUICKACK it reaches 10–12 ms.
-const DefaultInterval = time.Millisecond
+// DefaultInterval is how often at most a connection acknowledges on its own
+// initiative: a read sooner after the last acknowledgement leaves it to a
+// timer that acknowledges when the interval is over, so nothing read waits
+// longer than this for its ACK.
+const DefaultInterval = 250 * time.Microsecond
 
-// Wrap returns nc with its reads setting TCP_QUICKACK at most once per
-// DefaultInterval (nc itself if it is not a TCP connection).
+// Wrap returns nc with its reads acknowledged at once, or within
+// DefaultInterval of the last acknowledgement (nc itself if it is not a TCP
+// connection).
 //
 // Brokers in their default configuration (ActiveMQ without
 // transport.tcpNoDelay, on its STOMP and OpenWire connectors alike) write small
 // frames — RECEIPTs, MESSAGEs, Responses — with Nagle's algorithm on: the next
-// segment waits until the previous one is acknowledged. The bridge writes
-// rarely on the connections it mostly reads (one cumulative ACK per batch), so
-// the kernel delays its ACKs (40 ms, growing to 200 ms, on Linux), and each
-// such wait stalls the broker's next write. Measured here with one
+// small segment waits until the previous one is acknowledged. The bridge
+// writes rarely on the connections it mostly reads (one cumulative ACK per
+// batch), so the kernel delays its ACKs (40 ms, growing to 200 ms, on Linux),
+// and each such wait stalls the broker's next write. Measured here with one
 // default-config ActiveMQ and cumulative ACKs every 200 messages at 2,000
-// msg/s: p50 10.2 ms without, 0.14–0.18 ms with TCP_QUICKACK re-armed after
-// every read. Linux clears the flag by itself, hence it is set again after
-// reads. Over OpenWire without it the paced 2,000 msg/s bench showed stalls of
-// up to 200 ms (Linux's longest ACK delay).
+// msg/s: p50 10.2 ms without, 0.14–0.18 ms with an ACK after every read. Over
+// OpenWire without it the paced 2,000 msg/s bench showed stalls of up to
+// 200 ms (Linux's longest ACK delay).
+//
+// An ACK after every read is too many while the broker streams: a reader that
+// keeps up acknowledges each frame at once, which releases the broker's next
+// small write at once, which wakes the reader for that one frame — one
+// segment, one wake-up and one ACK per message on both sides, and the broker
+// pays for it. Linux does the same by itself whenever a read empties the
+// socket, unless the connection is in its delayed-ACK ("pingpong") mode. So
+// every acknowledgement here sets TCP_QUICKACK (send the ACK now) and clears
+// it again (back to delayed mode), and the reads between two of them, within
+// the interval, share the timer's one. On the bench's direct path (one
+// ActiveMQ, 1 KiB messages, full speed; perf stat per message, several
+// interleaved runs) the harness's consumer then read 0.07–0.15 times per
+// message instead of 0.4–0.9 and the broker sent 0.08–0.16 packets per message
+// instead of 0.2–0.4, as for a go-stomp consumer (0.09–0.12); at 2,000 msg/s
+// p50 stayed at 1.0–1.3 ms (1.1–1.3 with an ACK after every read).
 func Wrap(nc net.Conn) net.Conn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
@@ -51,7 +56,7 @@ func Wrap(nc net.Conn) net.Conn {
 		return nc
 	}
 	q := &quickAck{Conn: nc, raw: raw, interval: DefaultInterval}
-	q.arm()
+	q.setDelayed()
 	return q
 }
 
@@ -61,17 +66,15 @@ type quickAck struct {
 	interval time.Duration
 
 	mu      sync.Mutex
-	armedAt time.Time   // when a read or the timer last set the flag
-	timer   *time.Timer // the deferred setting; nil until the first
+	ackedAt time.Time   // when a read or the timer last acknowledged
+	timer   *time.Timer // the deferred acknowledgement; nil until the first
 	due     bool        // timer is pending
 	closed  bool
-	arms    atomic.Int64 // settings so far, for tests
+	acks    atomic.Int64 // acknowledgements so far, for tests
 }
 
-// Read reads from the connection and, if it got data, sets TCP_QUICKACK now
-// or, within interval of the last setting, when the interval is over.
-// Setting it makes Linux acknowledge what has been read at once (unless more
-// waits unread) and leave its delayed-acknowledgement (pingpong) mode.
+// Read reads from the connection and, if it got data, acknowledges now or,
+// within interval of the last acknowledgement, when the interval is over.
 func (q *quickAck) Read(p []byte) (int, error) {
 	n, err := q.Conn.Read(p)
 	if n > 0 {
@@ -83,15 +86,15 @@ func (q *quickAck) Read(p []byte) (int, error) {
 func (q *quickAck) read() {
 	now := time.Now()
 	q.mu.Lock()
-	if now.Sub(q.armedAt) >= q.interval {
-		q.armedAt = now
+	if now.Sub(q.ackedAt) >= q.interval {
+		q.ackedAt = now
 		q.mu.Unlock()
-		q.arm()
+		q.ack()
 		return
 	}
 	if !q.due && !q.closed {
 		q.due = true
-		d := q.armedAt.Add(q.interval).Sub(now)
+		d := q.ackedAt.Add(q.interval).Sub(now)
 		if q.timer == nil {
 			q.timer = time.AfterFunc(d, q.deferred)
 		} else {
@@ -101,19 +104,19 @@ func (q *quickAck) read() {
 	q.mu.Unlock()
 }
 
-// deferred is the timer's setting, for the reads since the last one.
+// deferred is the timer's acknowledgement, for the reads since the last one.
 func (q *quickAck) deferred() {
 	q.mu.Lock()
 	q.due = false
-	q.armedAt = time.Now()
+	q.ackedAt = time.Now()
 	closed := q.closed
 	q.mu.Unlock()
 	if !closed {
-		q.arm()
+		q.ack()
 	}
 }
 
-// Close stops a pending deferred setting and closes the connection.
+// Close stops a pending deferred acknowledgement and closes the connection.
 func (q *quickAck) Close() error {
 	q.mu.Lock()
 	q.closed = true
@@ -124,9 +127,21 @@ func (q *quickAck) Close() error {
 	return q.Conn.Close()
 }
 
-func (q *quickAck) arm() {
-	q.arms.Add(1)
+// ack sends the ACK for what has been read, if one is pending and nothing
+// more waits unread (Linux: setting TCP_QUICKACK leaves delayed mode and
+// sends a scheduled ACK), and returns the connection to delayed mode, so that
+// the kernel does not acknowledge every following read by itself.
+func (q *quickAck) ack() {
+	q.acks.Add(1)
 	q.raw.Control(func(fd uintptr) {
 		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 1)
+		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 0)
+	})
+}
+
+// setDelayed puts the connection in delayed-ACK mode.
+func (q *quickAck) setDelayed() {
+	q.raw.Control(func(fd uintptr) {
+		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 0)
 	})
 }

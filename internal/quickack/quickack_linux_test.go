@@ -8,43 +8,18 @@ import (
 	"time"
 )
 
-func TestReadRearmsQuickAck(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		c.Write([]byte("frame"))
-		io.Copy(io.Discard, c)
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	q := Wrap(nc)
-	if _, ok := q.(*quickAck); !ok {
-		t.Fatalf("Wrap of a TCP connection gave %T", q)
-	}
-	buf := make([]byte, 5)
-	if _, err := io.ReadFull(q, buf); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := nc.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
+func TestReadAcknowledgesAndKeepsDelayedMode(t *testing.T) {
+	q, srv := pairConn(t, DefaultInterval)
+	readOne(t, q, srv)
+	if got := q.acks.Load(); got != 1 {
+		t.Fatalf("%d acknowledgements after the first read, want 1", got)
 	}
 	var v int
 	var gerr error
-	raw.Control(func(fd uintptr) { v, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK) })
-	if gerr != nil || v != 1 {
-		t.Fatalf("TCP_QUICKACK after a read: %d (%v), want 1", v, gerr)
+	q.raw.Control(func(fd uintptr) { v, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK) })
+	// Linux reads TCP_QUICKACK back as "not in delayed-ACK (pingpong) mode".
+	if gerr != nil || v != 0 {
+		t.Fatalf("TCP_QUICKACK after an acknowledgement: %d (%v), want 0 (delayed mode)", v, gerr)
 	}
 }
 
@@ -111,47 +86,44 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-func TestReadsWithinTheIntervalShareOneDeferredSetting(t *testing.T) {
+func TestReadsWithinTheIntervalShareOneDeferredAcknowledgement(t *testing.T) {
 	q, srv := pairConn(t, time.Hour)
-	if got := q.arms.Load(); got != 1 {
-		t.Fatalf("Wrap set the flag %d times, want 1", got)
-	}
-	readOne(t, q, srv) // the first read sets it at once
+	readOne(t, q, srv) // the first read acknowledges at once
 	for range 5 {
 		readOne(t, q, srv)
 	}
-	if got := q.arms.Load(); got != 2 {
-		t.Fatalf("flag set %d times after six reads within the interval, want 2 (Wrap and the first read)", got)
+	if got := q.acks.Load(); got != 1 {
+		t.Fatalf("%d acknowledgements after six reads within the interval, want 1 (the first read's)", got)
 	}
 	q.mu.Lock()
 	due := q.due
 	q.mu.Unlock()
 	if !due {
-		t.Fatal("reads within the interval left no deferred setting")
+		t.Fatal("reads within the interval left no deferred acknowledgement")
 	}
 }
 
-func TestDeferredSettingComesWhenTheIntervalEnds(t *testing.T) {
+func TestDeferredAcknowledgementComesWhenTheIntervalEnds(t *testing.T) {
 	q, srv := pairConn(t, 20*time.Millisecond)
 	readOne(t, q, srv)
 	readOne(t, q, srv)
-	// However the two reads were spaced, the flag is set for the second one:
-	// at once if it came after the interval, by the timer otherwise.
-	waitFor(t, 5*time.Second, "no setting for the second read", func() bool { return q.arms.Load() == 3 })
+	// However the two reads were spaced, the second one is acknowledged: at
+	// once if it came after the interval, by the timer otherwise.
+	waitFor(t, 5*time.Second, "no acknowledgement for the second read", func() bool { return q.acks.Load() == 2 })
 	time.Sleep(50 * time.Millisecond)
-	if got := q.arms.Load(); got != 3 {
-		t.Fatalf("flag set %d times for two reads, want 3 (Wrap and one per read)", got)
+	if got := q.acks.Load(); got != 2 {
+		t.Fatalf("%d acknowledgements for two reads, want 2", got)
 	}
 }
 
-func TestCloseCancelsTheDeferredSetting(t *testing.T) {
+func TestCloseCancelsTheDeferredAcknowledgement(t *testing.T) {
 	q, srv := pairConn(t, 50*time.Millisecond)
 	readOne(t, q, srv)
 	readOne(t, q, srv)
 	q.Close()
-	n := q.arms.Load()
+	n := q.acks.Load()
 	time.Sleep(100 * time.Millisecond)
-	if got := q.arms.Load(); got != n {
-		t.Fatalf("flag set %d times after Close, want none", got-n)
+	if got := q.acks.Load(); got != n {
+		t.Fatalf("%d acknowledgements after Close, want none", got-n)
 	}
 }
