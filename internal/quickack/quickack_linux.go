@@ -41,11 +41,11 @@ const DefaultInterval = 250 * time.Microsecond
 // every acknowledgement here sets TCP_QUICKACK (send the ACK now) and clears
 // it again (back to delayed mode), and the reads between two of them, within
 // the interval, share the timer's one. On the bench's direct path (one
-// ActiveMQ, 1 KiB messages, full speed; perf stat per message, several
-// interleaved runs) the harness's consumer then read 0.07–0.15 times per
-// message instead of 0.4–0.9 and the broker sent 0.08–0.16 packets per message
-// instead of 0.2–0.4, as for a go-stomp consumer (0.09–0.12); at 2,000 msg/s
-// p50 stayed at 1.0–1.3 ms (1.1–1.3 with an ACK after every read).
+// ActiveMQ, 1 KiB messages, full speed; perf stat per message, interleaved
+// runs) the harness's consumer then read 0.14–0.40 times per message instead
+// of 0.57–1.79 and the broker sent 0.07–0.17 packets per message instead of
+// 0.26–0.76, close to a go-stomp consumer (0.06–0.09); at 2,000 msg/s p50 was
+// 1.0–1.3 ms, as with an ACK after every read (bench/RESULTS.md, 2026-12-02).
 func Wrap(nc net.Conn) net.Conn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
