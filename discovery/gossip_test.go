@@ -598,7 +598,9 @@ func (r *rawNode) setMeta(t *testing.T, meta string) {
 	r.mu.Lock()
 	r.meta = []byte(meta)
 	r.mu.Unlock()
-	if err := r.ml.UpdateNode(time.Second); err != nil {
+	// UpdateNode waits for the broadcast to go out: 1 s was too short once at
+	// load 12.
+	if err := r.ml.UpdateNode(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
