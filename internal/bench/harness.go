@@ -41,7 +41,7 @@ const (
 	Warmup Phase = iota
 	Full
 	Steady
-	Repeat // a second full-speed phase (the go-stomp pair runs one before and one after the harness's)
+	Repeat // a second full-speed phase (where the go-stomp pair runs: pair, harness, harness, pair)
 	NumPhases
 )
 
