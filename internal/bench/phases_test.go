@@ -67,8 +67,8 @@ type pathRun struct {
 	sample func() CPUSample
 	br     *Bridge // nil when the brokers' own link carries the path
 	// beforeFull and afterFull, if set, run right before the full-speed
-	// phase and right after the harness's second one (it runs only with them)
-	// the full-speed phase (BenchmarkForwarding's go-stomp pair).
+	// phase and right after the harness's second one, which runs only with
+	// them (BenchmarkForwarding's go-stomp pair).
 	beforeFull, afterFull func(ctx context.Context)
 }
 
