@@ -272,8 +272,12 @@ func (r *RabbitMQ) Running() bool {
 		return false
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return false
+	if err != nil || len(env) == 0 {
+		// The wrapper is exec'ing the next program of its chain (the shell
+		// script, erl, beam.smp): its environment reads empty or fails for
+		// that moment. A live process with that pid is the node then; once
+		// a WaitReady failed on it 0.29 s into a start.
+		return true
 	}
 	dirs := []string{r.dir}
 	if real, err := filepath.EvalSymlinks(r.dir); err == nil && real != r.dir {
