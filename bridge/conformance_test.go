@@ -560,15 +560,12 @@ func (s rabbitSide) Restart(ctx context.Context) error {
 	// The node writes its log behind: wait a little for this boot's line.
 	// Without one, nothing is known lost.
 	_ = poll(10*time.Second, func() error {
-		for _, line := range strings.Split(s.r.LogSince(mark), "\n") {
-			if i := strings.Index(line, "Recovering "); i >= 0 && strings.Contains(line, " queues of type rabbit_classic_queue") {
-				if n, err := strconv.Atoi(strings.Fields(line[i:])[1]); err == nil {
-					rec.recovered, rec.line = n, strings.TrimSpace(line)
-					return nil
-				}
-			}
+		line, n, ok := classicRecovery(s.r.LogSince(mark))
+		if !ok || n < 0 {
+			return errors.New("no recovery line yet")
 		}
-		return errors.New("no recovery line yet")
+		rec.recovered, rec.line = n, line
+		return nil
 	})
 	if s.restarted != nil {
 		*s.restarted = rec
@@ -595,11 +592,42 @@ func (s rabbitSide) Diagnose(t *testing.T, name string) string {
 	if _, err := s.r.QueueStats(ctx, name); err != nil {
 		known = err.Error()
 	}
-	recovered := "no recovery line in the log tail"
-	for _, line := range strings.Split(s.r.LogTail(400), "\n") {
-		if strings.Contains(line, "queues of type rabbit_classic_queue") {
-			recovered = strings.TrimSpace(line)
-		}
+	recovered, _, ok := classicRecovery(s.r.LogTail(400))
+	if !ok {
+		recovered = "no recovery line in the log tail"
 	}
 	return known + "; " + recovered
+}
+
+// classicRecovery finds the last line of a RabbitMQ log saying how many
+// classic queues the node recovered at its start ("Recovering N queues of
+// type rabbit_classic_queue took …"): the line, N (-1 if unreadable), and
+// whether there was one.
+func classicRecovery(log string) (line string, n int, ok bool) {
+	for _, l := range strings.Split(log, "\n") {
+		i := strings.Index(l, "Recovering ")
+		if i < 0 || !strings.Contains(l, " queues of type rabbit_classic_queue") {
+			continue
+		}
+		line, n, ok = strings.TrimSpace(l), -1, true
+		if f := strings.Fields(l[i:]); len(f) > 1 {
+			if v, err := strconv.Atoi(f[1]); err == nil {
+				n = v
+			}
+		}
+	}
+	return line, n, ok
+}
+
+func TestClassicRecoveryReadsTheLastLine(t *testing.T) {
+	log := "2026-12-02 05:10:51 [info] <0.471.0> Recovering 4 queues of type rabbit_classic_queue took 1097ms\n" +
+		"2026-12-02 05:10:52 [info] <0.471.0> Recovering 0 queues of type rabbit_quorum_queue took 0ms\n" +
+		"2026-12-02 05:11:32 [info] <0.438.0> Recovering 7 queues of type rabbit_classic_queue took 31ms\n"
+	line, n, ok := classicRecovery(log)
+	if !ok || n != 7 || line != "2026-12-02 05:11:32 [info] <0.438.0> Recovering 7 queues of type rabbit_classic_queue took 31ms" {
+		t.Errorf("classicRecovery = %q, %d, %v; want the 7-queue line", line, n, ok)
+	}
+	if _, _, ok := classicRecovery("Recovering 0 queues of type rabbit_quorum_queue took 0ms\n"); ok {
+		t.Error("found a classic recovery line in a log without one")
+	}
 }

@@ -558,11 +558,9 @@ func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 		case goneSince.IsZero():
 			goneSince = time.Now()
 		case time.Since(goneSince) > 15*time.Second:
-			recovered := "(no recovery line in the log tail)"
-			for _, line := range strings.Split(r.LogTail(200), "\n") {
-				if strings.Contains(line, "queues of type rabbit_classic_queue") {
-					recovered = strings.TrimSpace(line)
-				}
+			recovered, _, ok := classicRecovery(r.LogTail(200))
+			if !ok {
+				recovered = "(no recovery line in the log tail)"
 			}
 			t.Skipf("RabbitMQ came back from the SIGKILL without durable queue %s, and with it whatever it held: the broker's loss, so this run cannot judge the bridge. Its log: %s", q, recovered)
 		}
