@@ -101,8 +101,8 @@ type brokerPool struct {
 }
 
 // startPool starts every broker of the pool in parallel; they stop when t ends.
+// It returns nil if one did not start (t has failed then).
 func startPool(t *testing.T) *brokerPool {
-	testbroker.Require(t)
 	p := &brokerPool{}
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -118,7 +118,7 @@ func startPool(t *testing.T) *brokerPool {
 	}()
 	wg.Wait()
 	if p.amq[1] == nil || p.rmq[1] == nil {
-		t.FailNow()
+		return nil
 	}
 	return p
 }
@@ -182,13 +182,34 @@ var scenarios = []scenario{
 	{"persistent messages survive a remote broker restart", scenarioRemoteRestart},
 }
 
+// conformancePools is how many broker pools the suite starts: rows run in
+// parallel, each on a pool of its own (a row restarts its remote broker last),
+// so this many rows at most run at once.
+const conformancePools = 2
+
 func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs brokers")
+	t.Parallel()
+	testbroker.Require(t)
+	pools := make(chan *brokerPool, conformancePools)
+	var wg sync.WaitGroup
+	for range conformancePools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p := startPool(t); p != nil {
+				pools <- p
+			}
+		}()
 	}
-	pool := startPool(t)
+	wg.Wait()
+	if len(pools) < conformancePools {
+		t.FailNow()
+	}
 	for _, c := range combinations {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pool := <-pools
+			defer func() { pools <- pool }()
 			local, remote := c.pair(t, pool)
 			for _, s := range scenarios {
 				ok := t.Run(s.name, func(t *testing.T) {
@@ -620,6 +641,7 @@ func classicRecovery(log string) (line string, n int, ok bool) {
 }
 
 func TestClassicRecoveryReadsTheLastLine(t *testing.T) {
+	t.Parallel()
 	log := "2026-12-02 05:10:51 [info] <0.471.0> Recovering 4 queues of type rabbit_classic_queue took 1097ms\n" +
 		"2026-12-02 05:10:52 [info] <0.471.0> Recovering 0 queues of type rabbit_quorum_queue took 0ms\n" +
 		"2026-12-02 05:11:32 [info] <0.438.0> Recovering 7 queues of type rabbit_classic_queue took 31ms\n"

@@ -26,6 +26,7 @@ import (
 // broker's OpenWire port named (?openwirePort=); over STOMP without it nothing
 // can be asked, and the destroyed one's demand is kept with what it got.
 func TestDurableDestroyedWhileBridgeDownIsListed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

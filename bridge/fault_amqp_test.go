@@ -238,6 +238,7 @@ var cutsFromRabbit = []amqpCut{
 }
 
 func TestFaultAMQPToRabbitMQ(t *testing.T) {
+	t.Parallel()
 	runAMQPFaults(t, false, cutsToRabbit)
 }
 
@@ -256,6 +257,7 @@ func (r *amqpFaultRig) explain(t *testing.T, q string) {
 }
 
 func TestFaultAMQPFromRabbitMQ(t *testing.T) {
+	t.Parallel()
 	runAMQPFaults(t, true, cutsFromRabbit)
 }
 

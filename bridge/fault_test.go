@@ -129,6 +129,7 @@ func waitBack(t *testing.T, br *running, sessions int64, since time.Time) {
 // TestFaultCutPoints cuts a connection at each point of the forwarding protocol,
 // mid-stream: nothing is lost, duplicates stay within the window.
 func TestFaultCutPoints(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
 	cases := []struct {
@@ -204,6 +205,7 @@ func TestFaultCutPoints(t *testing.T) {
 // TestFaultHalfOpen black-holes each side (no FIN, no RST): the bridge must notice
 // within two heart-beat intervals, and forward everything once the path heals.
 func TestFaultHalfOpen(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
 	for i, local := range []bool{false, true} {
@@ -252,6 +254,7 @@ func TestFaultHalfOpen(t *testing.T) {
 // TestFaultSlowLinks runs the stream over a remote link with 200 ms latency each
 // way, then over one limited to 1 MB/s.
 func TestFaultSlowLinks(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	t.Run("latency 200ms", func(t *testing.T) {
@@ -299,6 +302,7 @@ func TestFaultSlowLinks(t *testing.T) {
 // restarts it on its store: the messages it still held are forwarded after the
 // restart, at most a window of them twice.
 func TestFaultKillLocalBroker(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
 	r := newFaultRig(t, a, b, "")
@@ -329,6 +333,7 @@ func TestFaultKillLocalBroker(t *testing.T) {
 // TestFaultKillRemoteBroker SIGKILLs the remote broker mid-stream and restarts it:
 // what it had confirmed is on its store, the rest comes again from the local one.
 func TestFaultKillRemoteBroker(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
 	r := newFaultRig(t, a, b, "")

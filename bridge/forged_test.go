@@ -45,6 +45,7 @@ func sendBody(t *testing.T, uri, dest, body string, headers ...string) {
 // creates no demand (loot's 100 messages stay on the local broker), the second
 // cancels nothing (the real consumer keeps being served). Both are counted.
 func TestForgedAdvisoriesAreIgnored(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
@@ -121,6 +122,7 @@ func TestForgedAdvisoriesAreIgnored(t *testing.T) {
 // publishes its own advisories (demand is created and messages flow), and an
 // ordinary client's SEND to an advisory topic is refused.
 func TestAdvisoryWritesDeniedByBroker(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}

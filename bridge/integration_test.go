@@ -16,6 +16,10 @@ import (
 )
 
 // These tests run against real ActiveMQ brokers that testbroker starts on free ports.
+// Every test of the external test package starts brokers of its own, so they
+// all call t.Parallel: two run at once by default (go test's -parallel is
+// GOMAXPROCS), which halves the package's time on a 2-core machine, where
+// most of a test is waiting on brokers.
 
 func TestMain(m *testing.M) { testbroker.Main(m) }
 
@@ -125,6 +129,7 @@ func queueSize(t *testing.T, b *testbroker.ActiveMQ, q string) int64 {
 }
 
 func TestNoConsumerMessagesStayLocal(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -147,6 +152,7 @@ func TestNoConsumerMessagesStayLocal(t *testing.T) {
 }
 
 func TestForwardsInOrderExactlyOnce(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -176,6 +182,7 @@ func TestForwardsInOrderExactlyOnce(t *testing.T) {
 }
 
 func TestConsumerLeavesForwardingStops(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -202,6 +209,7 @@ func TestConsumerLeavesForwardingStops(t *testing.T) {
 }
 
 func TestConsumerBeforeBridgeIsServed(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	c := stomptest.Subscribe(t, b.StompURI(), "/queue/early")
@@ -212,6 +220,7 @@ func TestConsumerBeforeBridgeIsServed(t *testing.T) {
 }
 
 func TestDuplexNoPingPong(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	ab := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -262,6 +271,7 @@ func TestDuplexNoPingPong(t *testing.T) {
 }
 
 func TestTopicSubscriberGetsEachMessageOnce(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -285,6 +295,7 @@ func TestTopicSubscriberGetsEachMessageOnce(t *testing.T) {
 }
 
 func TestHeadersArriveUnchanged(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -327,6 +338,7 @@ func TestHeadersArriveUnchanged(t *testing.T) {
 }
 
 func TestIncludeExclude(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	excl, err := destination.ParsePattern("queue://secret.>")
@@ -355,6 +367,7 @@ func TestIncludeExclude(t *testing.T) {
 }
 
 func TestLoopbackRefused(t *testing.T) {
+	t.Parallel()
 	a := startBrokers(t, 1, false)[0]
 	b, err := bridge.New(bridge.Config{
 		Local: stomptest.URI(t, a.StompURI()), Remote: stomptest.URI(t, a.StompURI()),
@@ -371,6 +384,7 @@ func TestLoopbackRefused(t *testing.T) {
 }
 
 func TestRemoteRestartLosesNothing(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, true)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI()+"?initialReconnectDelay=200&maxReconnectDelay=1000", nil)
@@ -421,6 +435,7 @@ func TestRemoteRestartLosesNothing(t *testing.T) {
 // TestMalformedAdvisoryIsSkipped: garbage published on the remote broker's
 // advisory topic is counted and skipped; the bridge keeps forwarding.
 func TestMalformedAdvisoryIsSkipped(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)

@@ -15,6 +15,7 @@ import (
 // Sync pairs filling ActiveMQ's receive buffer while it waited to write to us).
 // Every message must arrive, in one session.
 func TestBridgeOverStompUnderLoad(t *testing.T) {
+	t.Parallel()
 	const n = 30000
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]

@@ -16,6 +16,7 @@ import (
 // including a queue created later, and none of the 100 messages sent to
 // secret.x, which stay consumable on the local broker.
 func TestExclusionHoldsForWildcardDemand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}

@@ -40,6 +40,7 @@ func duplex(t *testing.T, a, b *testbroker.ActiveMQ, mod func(*bridge.Config)) (
 // TestChainTTL: A→B→C with a consumer on C. With TTL 1 nothing sent on A reaches
 // C; with TTL 2 all of it does.
 func TestChainTTL(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 3, false)
 	a, b, c := bs[0], bs[1], bs[2]
 
@@ -86,6 +87,7 @@ func TestChainTTL(t *testing.T) {
 // TestFullMeshDuplex: three brokers, duplex bridges between each pair, a consumer
 // on each, 100 messages sent on each: exactly 300 received, no duplicates.
 func TestFullMeshDuplex(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 3, false)
 	cases := []struct {
 		name string
@@ -170,6 +172,7 @@ func TestFullMeshDuplex(t *testing.T) {
 // messages from A to a consumer on F take the direct link; when it is cut they
 // flow over a three-hop route without loss.
 func TestShortestRouteAndFailover(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 6, false)
 	A, B, C, D, E, F := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
 	mod := chain(withTTL(3), func(c *bridge.Config) {
@@ -235,6 +238,7 @@ func TestShortestRouteAndFailover(t *testing.T) {
 // nothing else leaves A. Two consumers with different selectors on one broker
 // share one demand subscription whose selector is their OR.
 func TestSelectorsUnderConduit(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 3, false)
 	a, b, c := bs[0], bs[1], bs[2]
 	ab := startBridge(t, a.StompURI(), b.StompURI(), withTTL(2))
@@ -318,6 +322,7 @@ func TestSelectorsUnderConduit(t *testing.T) {
 // while a consumer now waits on A: with replay on they come back and are all
 // consumed on A; with replay off they stay on B.
 func TestStuckMessagesReplay(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		replay bool
 		rate   int
@@ -425,6 +430,7 @@ func TestStuckMessagesReplay(t *testing.T) {
 // fifth queue whose consumer on B is replaced again and again: every message
 // arrives, duplicates (if any) are reported.
 func TestChurn(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -509,6 +515,7 @@ func TestChurn(t *testing.T) {
 // demand subscription on A; messages published while the bridge is down are
 // forwarded when it is back.
 func TestDurableDemandSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	br := startBridge(t, a.StompURI(), b.StompURI(), nil)
@@ -533,6 +540,7 @@ func TestDurableDemandSurvivesRestart(t *testing.T) {
 // TestTopicsExactlyOnce: topic subscribers on every broker of a chain and of a
 // looped full mesh each get every message published anywhere exactly once.
 func TestTopicsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 3, false)
 	mod := chain(withTTL(3), func(c *bridge.Config) {
 		c.Demand.DecreasePriority = true
@@ -603,6 +611,7 @@ func TestTopicsExactlyOnce(t *testing.T) {
 // TestStaticInclude: a statically included destination is forwarded with no
 // consumer anywhere; exclusion still wins over it.
 func TestStaticInclude(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	always, err := destination.ParsePattern("queue://always.>")
@@ -648,6 +657,7 @@ func TestStaticInclude(t *testing.T) {
 // prefetch must not stall the included queues, whether those existed before
 // the bridge started or were created after.
 func TestStaticIncludeExcludedStayAvailable(t *testing.T) {
+	t.Parallel()
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	always, err := destination.ParsePattern("queue://always.>")

@@ -18,6 +18,7 @@ import (
 // dead-lettered on the local broker after MaxRefusals, and everything behind it
 // still flows.
 func TestRefusedMessageIsDeadLetteredAndTheRestFlow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

@@ -24,6 +24,7 @@ import (
 // RabbitMQ 3.10's STOMP plugin answers a COMMIT as soon as it has handed the
 // transaction's messages to its channel, not when they are stored.
 func TestRabbitMQKilledKeepsWhatWasAcknowledged(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

@@ -16,6 +16,7 @@ import (
 // shop.orders.N makes demand on orders.N and gets its messages; a RabbitMQ
 // consumer of orders.N itself makes no demand.
 func TestRenameActiveMQQueueToRabbitMQ(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

@@ -16,6 +16,7 @@ import (
 // hops) and that nobody on B takes; the ones it may forward reach A and are
 // never counted; a consumer on B that takes them clears the count.
 func TestStuckMessagesCounted(t *testing.T) {
+	t.Parallel()
 	for _, local := range []struct {
 		name  string
 		uri   func(*testbroker.ActiveMQ) string

@@ -43,6 +43,7 @@ func settled(t *testing.T, br *running, before int64) {
 // replaced (a replaced topic subscription loses what the broker held for it),
 // and the messages both select are forwarded once.
 func TestTopicSelectorChurnLosesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}
@@ -151,6 +152,7 @@ func durableConsumer(t *testing.T, b *testbroker.ActiveMQ, clientID, name, topic
 // goes; the first comes back and gets all 1,000. Its durable demand on A is
 // never destroyed while its remote durable subscription exists.
 func TestDurableBacklogSurvivesOtherSelector(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}
@@ -238,6 +240,7 @@ func durableHeld(t *testing.T, a *testbroker.ActiveMQ, clientID, topic, name, se
 // offline that long, counting from when its ledger saw it leave: no durable
 // demand subscription for it remains on A, and nothing accumulates there.
 func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}
@@ -294,6 +297,7 @@ func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 // (made under an older naming rule); it holds messages. Once the bridge is
 // up, it is destroyed with them.
 func TestStaleDurableDemandIsDestroyed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs brokers")
 	}

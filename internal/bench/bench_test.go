@@ -382,6 +382,7 @@ func startBroker(b *testing.B, set brokerSettings, name string, persistent bool,
 		NetworkConnectors: connectors,
 		StompOptions:      set.opts,
 		OpenWireOptions:   set.opts,
+		FullJIT:           true,
 	})
 	b.Logf("broker %s up in %s (stomp %s, openwire %s, options %q)", name, time.Since(t0).Round(time.Millisecond), x.StompURI(), x.OpenWireURI(), set.opts)
 	return x

@@ -43,8 +43,8 @@ func TestBridgeCPU(t *testing.T) {
 }
 
 func bridgeCPU(t *testing.T, transport string) {
-	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "cpu-A", ID: "cpu-A-id"})
-	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "cpu-B", ID: "cpu-B-id"})
+	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "cpu-A", ID: "cpu-A-id", FullJIT: true})
+	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "cpu-B", ID: "cpu-B-id", FullJIT: true})
 	local, remote := a.StompURI(), b.StompURI()
 	if transport == "openwire" {
 		local, remote = a.OpenWireURI(), b.OpenWireURI()

@@ -50,7 +50,7 @@ func TestSoak(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			brokers[i] = testbroker.StartActiveMQ(t, testbroker.Options{Name: "soak" + name, ID: "soak-" + name, Persistent: true})
+			brokers[i] = testbroker.StartActiveMQ(t, testbroker.Options{Name: "soak" + name, ID: "soak-" + name, Persistent: true, FullJIT: true})
 		}()
 	}
 	wg.Wait()

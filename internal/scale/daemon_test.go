@@ -62,8 +62,8 @@ func TestManyConnectors(t *testing.T) {
 		sizes = append(sizes, n)
 	}
 	slices.Sort(sizes)
-	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "scaleA", ID: "scale-A", Xmx: "384m"})
-	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "scaleB", ID: "scale-B", Xmx: "384m"})
+	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "scaleA", ID: "scale-A", Xmx: "384m", FullJIT: true})
+	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "scaleB", ID: "scale-B", Xmx: "384m", FullJIT: true})
 	dir := t.TempDir()
 	bin, err := bench.BuildBrokernet(dir)
 	if err != nil {

@@ -156,7 +156,7 @@ func TestNetwork(t *testing.T) {
 	for i := range n {
 		t0 := time.Now()
 		b := testbroker.StartActiveMQ(t, testbroker.Options{
-			Name: fmt.Sprintf("scale%02d", i), ID: fmt.Sprintf("scale-%02d", i), Persistent: true, Xmx: *flagXmx,
+			Name: fmt.Sprintf("scale%02d", i), ID: fmt.Sprintf("scale-%02d", i), Persistent: true, Xmx: *flagXmx, FullJIT: true,
 		})
 		nodes[i] = &node{broker: b}
 		t.Logf("broker %d up in %v, RSS %d MiB", i, time.Since(t0).Round(time.Millisecond), bench.ProcRSS(b.Pid())/1024)
