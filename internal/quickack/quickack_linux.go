@@ -1,13 +1,16 @@
 // Package quickack keeps a TCP connection acknowledging what it reads promptly,
-// and not more often than that.
+// and not more often than that, with socket calls that do not wake the Go
+// runtime's monitor thread.
 package quickack
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // DefaultInterval is how often at most a connection acknowledges on its own
@@ -75,12 +78,92 @@ type quickAck struct {
 
 // Read reads from the connection and, if it got data, acknowledges now or,
 // within interval of the last acknowledgement, when the interval is over.
+//
+// Reads and writes go to the socket as raw system calls, which the runtime
+// does not bracket with entersyscall/exitsyscall. The socket is non-blocking
+// (the runtime's poller waits for it, deadlines included), so a call never
+// blocks and needs no bracket. The bracket is what costs: the first system
+// call after the process was idle wakes the runtime's monitor thread (sysmon),
+// which then polls every 20 µs until the process is idle again. A bridge
+// forwarding a paced stream is idle between messages, so it paid that wake-up
+// (a futex wake, a context switch, one or two nanosleeps) on every message: a
+// third of its CPU at 2,000 msg/s under perf (bench/RESULTS.md, 2026-12-02).
 func (q *quickAck) Read(p []byte) (int, error) {
-	n, err := q.Conn.Read(p)
+	n, err := q.rawRead(p)
 	if n > 0 {
 		q.read()
 	}
 	return n, err
+}
+
+func (q *quickAck) rawRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := q.raw.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, q.opError("read", err)
+	case errno != 0:
+		return 0, q.opError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes p to the socket with raw system calls (see Read).
+func (q *quickAck) Write(p []byte) (int, error) {
+	written := 0
+	var errno syscall.Errno
+	err := q.raw.Write(func(fd uintptr) bool {
+		for written < len(p) {
+			rest := p[written:]
+			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+			switch e {
+			case 0:
+				written += int(r)
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false
+			default:
+				errno = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return written, q.opError("write", err)
+	case errno != 0:
+		return written, q.opError("write", errno)
+	}
+	return written, nil
+}
+
+// opError reports err as net.Conn's methods do: a *net.OpError whose Err is
+// the cause (os.ErrDeadlineExceeded, net.ErrClosed or an errno), so that
+// errors.Is and net.Error's Timeout work on it as on any connection's errors.
+func (q *quickAck) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err // the raw connection's "raw-read"/"raw-write" wrapper
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: q.LocalAddr(), Addr: q.RemoteAddr(), Err: err}
 }
 
 func (q *quickAck) read() {
@@ -134,9 +217,15 @@ func (q *quickAck) Close() error {
 func (q *quickAck) ack() {
 	q.acks.Add(1)
 	q.raw.Control(func(fd uintptr) {
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 1)
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 0)
+		setQuickAck(fd, 1)
+		setQuickAck(fd, 0)
 	})
+}
+
+// setQuickAck sets TCP_QUICKACK with a raw system call (see Read).
+func setQuickAck(fd uintptr, v int32) {
+	syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_QUICKACK,
+		uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
 }
 
 // setDelayed puts the connection in delayed-ACK mode.

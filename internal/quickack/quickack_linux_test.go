@@ -1,8 +1,12 @@
 package quickack
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -125,5 +129,87 @@ func TestCloseCancelsTheDeferredAcknowledgement(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := q.acks.Load(); got != n {
 		t.Fatalf("%d acknowledgements after Close, want none", got-n)
+	}
+}
+
+func TestRawWriteAndReadCarryEveryByteInOrder(t *testing.T) {
+	q, srv := pairConn(t, DefaultInterval)
+	// More than the socket buffers hold: the write must wait for the reader
+	// (EAGAIN, then the poller) and resume where it stopped.
+	want := make([]byte, 8<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		n, err := q.Write(want)
+		if err == nil && n != len(want) {
+			err = fmt.Errorf("wrote %d of %d bytes", n, len(want))
+		}
+		werr <- err
+	}()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(srv, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read differ from those written")
+	}
+	// And back: the server's bytes arrive through the raw reads.
+	go srv.Write(want)
+	back := make([]byte, len(want))
+	if _, err := io.ReadFull(q, back); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, want) {
+		t.Fatal("the bytes read back differ from those written")
+	}
+}
+
+func TestRawReadReportsEndDeadlineAndClose(t *testing.T) {
+	q, srv := pairConn(t, DefaultInterval)
+
+	q.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := q.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read past its deadline: %v, want a timeout (os.ErrDeadlineExceeded)", err)
+	}
+	q.SetReadDeadline(time.Time{})
+
+	srv.Close()
+	if _, err := q.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
+	}
+
+	q.Close()
+	if _, err := q.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := q.Write([]byte{'x'}); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+func TestRawWriteReportsABrokenConnection(t *testing.T) {
+	q, srv := pairConn(t, DefaultInterval)
+	srv.(*net.TCPConn).SetLinger(0) // close with a reset
+	srv.Close()
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := q.Write(buf)
+		if err != nil {
+			if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("write to a reset connection: %v, want EPIPE or ECONNRESET", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes to a reset connection kept succeeding")
+		}
 	}
 }
