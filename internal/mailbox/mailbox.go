@@ -16,8 +16,13 @@ import "sync"
 type Mailbox[T any] struct {
 	mu     sync.Mutex
 	items  []T
+	spare  []T           // a slice given back with Recycle, for the next Push
 	signal chan struct{} // capacity 1: items may be waiting
 }
+
+// maxSpare is the largest capacity Recycle keeps: a rare burst's slice is
+// left to the collector.
+const maxSpare = 4096
 
 // signalLocked returns the signal channel, making it on first use. Caller
 // holds mu.
@@ -31,6 +36,9 @@ func (m *Mailbox[T]) signalLocked() chan struct{} {
 // Push appends v and wakes the consumer. It never blocks.
 func (m *Mailbox[T]) Push(v T) {
 	m.mu.Lock()
+	if m.items == nil && m.spare != nil {
+		m.items, m.spare = m.spare, nil
+	}
 	m.items = append(m.items, v)
 	ch := m.signalLocked()
 	m.mu.Unlock()
@@ -50,6 +58,22 @@ func (m *Mailbox[T]) Take() []T {
 }
 
 // Len is the number of items queued.
+// Recycle gives back a slice that Take returned, once the consumer is done
+// with its items, for Push to fill again: a consumer that recycles what it
+// takes makes a steady stream allocate no slices. The items are cleared (no
+// references kept); the caller must not use the slice afterwards.
+func (m *Mailbox[T]) Recycle(items []T) {
+	if cap(items) == 0 || cap(items) > maxSpare {
+		return
+	}
+	clear(items)
+	m.mu.Lock()
+	if m.spare == nil {
+		m.spare = items[:0]
+	}
+	m.mu.Unlock()
+}
+
 func (m *Mailbox[T]) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -29,12 +29,14 @@ func (q *eventQueue) run(out chan<- transport.Event, done <-chan struct{}) {
 		case <-done:
 			return
 		}
-		for _, ev := range q.Take() {
+		items := q.Take()
+		for _, ev := range items {
 			select {
 			case out <- ev:
 			case <-done:
 				return
 			}
 		}
+		q.Recycle(items)
 	}
 }

@@ -333,3 +333,19 @@ func FuzzDecodeProps(f *testing.F) {
 		}
 	})
 }
+
+func TestTextBodiesConvertWhateverTheirCharacters(t *testing.T) {
+	for _, body := range []string{"plain ASCII 123", "naïve", "nul\x00inside", "😀 outside the BMP", ""} {
+		m, err := fromMessage(&transport.Message{Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := toMessage(m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(back.Body) != body {
+			t.Errorf("text body %q came back as %q", body, back.Body)
+		}
+	}
+}

@@ -1051,6 +1051,7 @@ func (c *Conn) writeLoop() {
 			c.fail(fmt.Errorf("writing to %s: %w", c.uri, err))
 			return false
 		}
+		releaseFrame(b)
 		return true
 	}
 	for {

@@ -38,7 +38,7 @@ func encodeFrameAs(c dataStructure, tight bool) []byte {
 	w := tightWriters.Get().(*writer)
 	w.b, w.bits, w.nbit = w.b[:0], w.bits[:0], 0
 	c.marshal(w)
-	out := make([]byte, 5, 8+len(w.bits)+len(w.b))
+	out := newFrame(8 + len(w.bits) + len(w.b))
 	out[4] = c.dsType()
 	out = w.appendBits(out)
 	out = append(out, w.b...)
@@ -50,6 +50,40 @@ func encodeFrameAs(c dataStructure, tight bool) []byte {
 }
 
 var tightWriters = sync.Pool{New: func() any { return &writer{b: make([]byte, 0, 4096), tight: true} }}
+
+// frames are buffers that encodeFrameAs fills and the writer gives back
+// (releaseFrame) once it copied them into its buffered writer, so that a
+// forwarded message costs no fresh buffer of its size. A channel rather than a
+// sync.Pool: a slice goes in and out without an allocation, and what it keeps
+// is bounded (cap(frames) × maxPooledFrame at worst).
+var frames = make(chan []byte, 256)
+
+// maxPooledFrame is the largest buffer kept for reuse.
+const maxPooledFrame = 64 << 10
+
+// newFrame returns a buffer of length 5 (size and type) and capacity at
+// least size.
+func newFrame(size int) []byte {
+	select {
+	case b := <-frames:
+		if cap(b) >= size {
+			return b[:5]
+		}
+	default:
+	}
+	return make([]byte, 5, size)
+}
+
+// releaseFrame gives back a frame's buffer that nothing refers to any more.
+func releaseFrame(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledFrame {
+		return
+	}
+	select {
+	case frames <- b:
+	default:
+	}
+}
 
 // readFrame reads one frame's payload (type byte and body) from r.
 func readFrame(r io.Reader, buf []byte, max int) ([]byte, error) {

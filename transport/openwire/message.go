@@ -113,7 +113,7 @@ func toMessage(m *message, redeliveries int32) (*transport.Message, error) {
 				return nil, fmt.Errorf("text body of %d bytes claims %d", len(content)-4, n)
 			}
 			if n > 0 {
-				tm.Body = []byte(decodeMUTF8(content[4 : 4+n]))
+				tm.Body = decodeMUTF8Body(content[4 : 4+n])
 			}
 		}
 	case typeMessage:
@@ -193,6 +193,11 @@ func fromMessage(tm *transport.Message) (*message, error) {
 		if m.Content == nil {
 			m.Content = []byte{}
 		}
+	case isASCII(tm.Body):
+		// The same bytes in modified UTF-8: no conversion.
+		c := make([]byte, 4, 4+len(tm.Body))
+		binary.BigEndian.PutUint32(c, uint32(len(tm.Body)))
+		m.Content = append(c, tm.Body...)
 	default:
 		p := encodeMUTF8(string(tm.Body))
 		c := make([]byte, 4, 4+len(p))

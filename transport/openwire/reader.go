@@ -308,6 +308,7 @@ func (q *queue) pump(done <-chan struct{}) {
 			}
 		}
 		if len(items) > 0 {
+			q.Recycle(items)
 			continue
 		}
 		select {

@@ -316,8 +316,9 @@ func (w *writer) str(s string) {
 	}
 }
 
-// isASCII reports whether s is all U+0001..U+007F (tightMarshalString1's isOnlyAscii).
-func isASCII(s string) bool {
+// isASCII reports whether s is all U+0001..U+007F (tightMarshalString1's
+// isOnlyAscii): the same bytes in modified UTF-8 and in UTF-8.
+func isASCII[T string | []byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0 || s[i] >= 0x80 {
 			return false
@@ -373,14 +374,7 @@ func encodeMUTF8(s string) []byte {
 // decodeMUTF8 decodes Java's modified UTF-8 leniently: malformed sequences
 // become U+FFFD instead of failing the frame.
 func decodeMUTF8(p []byte) string {
-	ascii := true
-	for _, c := range p {
-		if c == 0 || c >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(p) {
 		return string(p)
 	}
 	units := make([]uint16, 0, len(p))
@@ -402,4 +396,13 @@ func decodeMUTF8(p []byte) string {
 		}
 	}
 	return string(utf16.Decode(units))
+}
+
+// decodeMUTF8Body is decodeMUTF8 for a message body: p itself when it is
+// ASCII (no copy; the caller owns p), a UTF-8 copy otherwise.
+func decodeMUTF8Body(p []byte) []byte {
+	if isASCII(p) {
+		return p
+	}
+	return []byte(decodeMUTF8(p))
 }

@@ -748,6 +748,7 @@ func (q *inbox) pop(done <-chan struct{}) (*frame.Frame, bool) {
 			}
 			return it.f, true
 		}
+		q.box.Recycle(q.taken) // every item popped and cleared
 		q.taken, q.head = q.box.Take(), 0
 		if len(q.taken) > 0 {
 			continue
