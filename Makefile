@@ -33,8 +33,9 @@ deps:
 	bash testdata/tools.sh
 
 # test runs every test: unit tests and integration tests against real brokers
-# that the tests start themselves on free ports. The bridge package is the long
-# pole: 15-19 min on a 2-core machine, 22 min under load, hence the timeout.
+# that the tests start themselves on free ports. On a 2-core machine the whole
+# run takes about 11 min, of which the bridge package (its broker tests run two
+# at a time, t.Parallel) about 10; the timeout leaves room for a loaded machine.
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
 

@@ -87,7 +87,9 @@ type quickAck struct {
 // which then polls every 20 µs until the process is idle again. A bridge
 // forwarding a paced stream is idle between messages, so it paid that wake-up
 // (a futex wake, a context switch, one or two nanosleeps) on every message: a
-// third of its CPU at 2,000 msg/s under perf (bench/RESULTS.md, 2026-12-02).
+// third of its CPU at 2,000 msg/s under perf. With raw calls its CPU per
+// message fell from 50 to 24–30 µs over STOMP and from 64–69 to 46–48 µs over
+// OpenWire (bench A/B, bench/RESULTS.md, 2026-12-02 08:34).
 func (q *quickAck) Read(p []byte) (int, error) {
 	n, err := q.rawRead(p)
 	if n > 0 {
