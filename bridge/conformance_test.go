@@ -581,7 +581,7 @@ func (s rabbitSide) Restart(ctx context.Context) error {
 	// The node writes its log behind: wait a little for this boot's line.
 	// Without one, nothing is known lost.
 	_ = poll(10*time.Second, func() error {
-		line, n, ok := classicRecovery(s.r.LogSince(mark))
+		line, n, ok := testbroker.ClassicRecovery(s.r.LogSince(mark))
 		if !ok || n < 0 {
 			return errors.New("no recovery line yet")
 		}
@@ -613,43 +613,9 @@ func (s rabbitSide) Diagnose(t *testing.T, name string) string {
 	if _, err := s.r.QueueStats(ctx, name); err != nil {
 		known = err.Error()
 	}
-	recovered, _, ok := classicRecovery(s.r.LogTail(400))
+	recovered, _, ok := testbroker.ClassicRecovery(s.r.LogTail(400))
 	if !ok {
 		recovered = "no recovery line in the log tail"
 	}
 	return known + "; " + recovered
-}
-
-// classicRecovery finds the last line of a RabbitMQ log saying how many
-// classic queues the node recovered at its start ("Recovering N queues of
-// type rabbit_classic_queue took …"): the line, N (-1 if unreadable), and
-// whether there was one.
-func classicRecovery(log string) (line string, n int, ok bool) {
-	for _, l := range strings.Split(log, "\n") {
-		i := strings.Index(l, "Recovering ")
-		if i < 0 || !strings.Contains(l, " queues of type rabbit_classic_queue") {
-			continue
-		}
-		line, n, ok = strings.TrimSpace(l), -1, true
-		if f := strings.Fields(l[i:]); len(f) > 1 {
-			if v, err := strconv.Atoi(f[1]); err == nil {
-				n = v
-			}
-		}
-	}
-	return line, n, ok
-}
-
-func TestClassicRecoveryReadsTheLastLine(t *testing.T) {
-	t.Parallel()
-	log := "2026-12-02 05:10:51 [info] <0.471.0> Recovering 4 queues of type rabbit_classic_queue took 1097ms\n" +
-		"2026-12-02 05:10:52 [info] <0.471.0> Recovering 0 queues of type rabbit_quorum_queue took 0ms\n" +
-		"2026-12-02 05:11:32 [info] <0.438.0> Recovering 7 queues of type rabbit_classic_queue took 31ms\n"
-	line, n, ok := classicRecovery(log)
-	if !ok || n != 7 || line != "2026-12-02 05:11:32 [info] <0.438.0> Recovering 7 queues of type rabbit_classic_queue took 31ms" {
-		t.Errorf("classicRecovery = %q, %d, %v; want the 7-queue line", line, n, ok)
-	}
-	if _, _, ok := classicRecovery("Recovering 0 queues of type rabbit_quorum_queue took 0ms\n"); ok {
-		t.Error("found a classic recovery line in a log without one")
-	}
 }

@@ -560,7 +560,7 @@ func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 		case goneSince.IsZero():
 			goneSince = time.Now()
 		case time.Since(goneSince) > 15*time.Second:
-			recovered, _, ok := classicRecovery(r.LogTail(200))
+			recovered, _, ok := testbroker.ClassicRecovery(r.LogTail(200))
 			if !ok {
 				recovered = "(no recovery line in the log tail)"
 			}

@@ -401,3 +401,23 @@ func (r *RabbitMQ) QueueStats(ctx context.Context, name string) (RabbitQueueStat
 	st.Counted = counted.Messages != nil
 	return st, nil
 }
+
+// ClassicRecovery finds the last line of a RabbitMQ log saying how many
+// classic queues the node recovered at its start ("Recovering N queues of
+// type rabbit_classic_queue took …"): the line, N (-1 if unreadable), and
+// whether there was one.
+func ClassicRecovery(log string) (line string, n int, ok bool) {
+	for _, l := range strings.Split(log, "\n") {
+		i := strings.Index(l, "Recovering ")
+		if i < 0 || !strings.Contains(l, " queues of type rabbit_classic_queue") {
+			continue
+		}
+		line, n, ok = strings.TrimSpace(l), -1, true
+		if f := strings.Fields(l[i:]); len(f) > 1 {
+			if v, err := strconv.Atoi(f[1]); err == nil {
+				n = v
+			}
+		}
+	}
+	return line, n, ok
+}
