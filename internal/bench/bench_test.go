@@ -676,6 +676,7 @@ func printTable(w io.Writer, results []*result, rounds int) {
 			}
 		}
 	}
+	printIOCalls(w, rows, rounds)
 
 	if rounds > 1 {
 		fmt.Fprintln(w)
@@ -698,4 +699,38 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// printIOCalls prints the read and write system calls per 100 messages each
+// process made in each phase of the bridged and native paths: how many
+// segments and wake-ups a message costs the brokers and the bridge.
+func printIOCalls(w io.Writer, rows []*rowRounds, rounds int) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "I/O system calls per 100 messages by phase, reads/writes (/proc/PID/io syscr, syscw):")
+	fmt.Fprintf(w, "%-15s %-28s %-10s %7s %13s %13s %13s\n", "mode", "path", "phase", "msgs", "brokerA", "brokerB", "bridge")
+	per100 := func(c IOCalls, n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f/%.1f", 100*float64(c.Reads)/float64(n), 100*float64(c.Writes)/float64(n))
+	}
+	for _, g := range rows {
+		for _, r := range g.runs {
+			if r.rate == 0 || r.path == "direct" {
+				continue
+			}
+			row := func(phase string, p phaseStats) {
+				br := per100(p.cpu.IOBridge, p.n)
+				if !r.bridged() {
+					br = "-"
+				}
+				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %13s %13s %13s\n", r.mode, r.label(rounds), phase, p.n,
+					per100(p.cpu.IOA, p.n), per100(p.cpu.IOB, p.n), br)
+			}
+			row("full", r.full)
+			if r.steady.n > 0 {
+				row("paced", r.steady)
+			}
+		}
+	}
 }

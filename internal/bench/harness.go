@@ -638,7 +638,44 @@ type CPUSample struct {
 	BrokerA, BrokerB, Bridge time.Duration // from /proc/PID/stat, 10 ms resolution
 	Bench                    time.Duration // this process (producer, consumer, bookkeeping), getrusage
 	Machine                  time.Duration // all cores, /proc/stat
+	// IOA, IOB and IOBridge count the read and write system calls of the
+	// brokers and the bridge (/proc/PID/io): how many segments and wake-ups
+	// a message costs each of them.
+	IOA, IOB, IOBridge IOCalls
 }
+
+// IOCalls counts read-like and write-like system calls (/proc/PID/io syscr
+// and syscw: read, readv, recv… and write, writev, send…).
+type IOCalls struct{ Reads, Writes int64 }
+
+// ProcIO returns the I/O system calls process pid made so far (zero if it
+// cannot be read).
+func ProcIO(pid int) IOCalls {
+	if pid <= 0 {
+		return IOCalls{}
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return IOCalls{}
+	}
+	var c IOCalls
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			c.Reads = n
+		case "syscw":
+			c.Writes = n
+		}
+	}
+	return c
+}
+
+func (c IOCalls) sub(o IOCalls) IOCalls { return IOCalls{c.Reads - o.Reads, c.Writes - o.Writes} }
 
 // TakeCPU samples the CPU time of the given processes (0: none), this process
 // and the machine.
@@ -650,6 +687,10 @@ func TakeCPU(pidA, pidB, pidBridge int) CPUSample {
 		Bridge:  ProcCPU(pidBridge),
 		Bench:   SelfCPU(),
 		Machine: MachineCPU(),
+
+		IOA:      ProcIO(pidA),
+		IOB:      ProcIO(pidB),
+		IOBridge: ProcIO(pidBridge),
 	}
 }
 
@@ -662,13 +703,19 @@ func (s CPUSample) Sub(o CPUSample) CPUUse {
 		Bridge:  s.Bridge - o.Bridge,
 		Bench:   s.Bench - o.Bench,
 		Machine: s.Machine - o.Machine,
+
+		IOA:      s.IOA.sub(o.IOA),
+		IOB:      s.IOB.sub(o.IOB),
+		IOBridge: s.IOBridge.sub(o.IOBridge),
 	}
 }
 
-// CPUUse is the CPU time spent during one phase.
+// CPUUse is the CPU time spent during one phase, and the I/O system calls
+// made in it.
 type CPUUse struct {
 	Wall                                     time.Duration
 	BrokerA, BrokerB, Bridge, Bench, Machine time.Duration
+	IOA, IOB, IOBridge                       IOCalls
 }
 
 // Other is the machine's CPU time not spent by the measured processes: kernel
