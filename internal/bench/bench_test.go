@@ -30,7 +30,7 @@ package bench
 // Run it with `make bench`; flags after -args (or in BENCHFLAGS):
 //
 //	-bench.repeat=3            rounds: each mode×path runs this many times, interleaved (1: one run, no summary)
-//	-bench.n=20000             messages of the full-speed phase, non-persistent
+//	-bench.n=150000            messages of the full-speed phase, non-persistent (10–15 s here: long enough for the JVMs to reach steady state)
 //	-bench.npersistent=5000    the same, persistent
 //	-bench.paths=direct,native,brokernet   (also: brokernet-openwire)
 //	-bench.modes=non-persistent,persistent
@@ -65,7 +65,7 @@ import (
 )
 
 var (
-	flagN            = flag.Int("bench.n", 20000, "messages in the full-speed phase, non-persistent")
+	flagN            = flag.Int("bench.n", 150000, "messages in the full-speed phase, non-persistent")
 	flagNPersistent  = flag.Int("bench.npersistent", 5000, "messages in the full-speed phase, persistent")
 	flagPaths        = flag.String("bench.paths", "direct,native,brokernet", "paths to measure: direct, native, brokernet, brokernet-openwire")
 	flagModes        = flag.String("bench.modes", "non-persistent,persistent", "modes to measure")
