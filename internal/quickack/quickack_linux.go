@@ -232,7 +232,5 @@ func setQuickAck(fd uintptr, v int32) {
 
 // setDelayed puts the connection in delayed-ACK mode.
 func (q *quickAck) setDelayed() {
-	q.raw.Control(func(fd uintptr) {
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_QUICKACK, 0)
-	})
+	q.raw.Control(func(fd uintptr) { setQuickAck(fd, 0) })
 }

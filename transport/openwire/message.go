@@ -193,13 +193,11 @@ func fromMessage(tm *transport.Message) (*message, error) {
 		if m.Content == nil {
 			m.Content = []byte{}
 		}
-	case isASCII(tm.Body):
-		// The same bytes in modified UTF-8: no conversion.
-		c := make([]byte, 4, 4+len(tm.Body))
-		binary.BigEndian.PutUint32(c, uint32(len(tm.Body)))
-		m.Content = append(c, tm.Body...)
 	default:
-		p := encodeMUTF8(string(tm.Body))
+		p := tm.Body
+		if !isASCII(p) { // an ASCII body is the same bytes in modified UTF-8
+			p = encodeMUTF8(string(p))
+		}
 		c := make([]byte, 4, 4+len(p))
 		binary.BigEndian.PutUint32(c, uint32(len(p)))
 		m.Content = append(c, p...)

@@ -347,14 +347,7 @@ func fitsUTF(s string) bool {
 // encodeMUTF8 encodes s in Java's modified UTF-8: U+0000 as two bytes, and
 // characters outside the BMP as two three-byte surrogates.
 func encodeMUTF8(s string) []byte {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 || s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(s) {
 		return []byte(s)
 	}
 	out := make([]byte, 0, len(s)+8)
