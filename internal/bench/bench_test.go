@@ -30,7 +30,7 @@ package bench
 // Run it with `make bench`; flags after -args (or in BENCHFLAGS):
 //
 //	-bench.repeat=3            rounds: each mode×path runs this many times, interleaved (1: one run, no summary)
-//	-bench.n=150000            messages of the full-speed phase, non-persistent (10–15 s here: long enough for the JVMs to reach steady state)
+//	-bench.n=150000            messages of the full-speed phase, non-persistent (10–19 s per path here: long enough for the JVMs to reach steady state)
 //	-bench.npersistent=5000    the same, persistent
 //	-bench.paths=direct,native,brokernet   (also: brokernet-openwire)
 //	-bench.modes=non-persistent,persistent

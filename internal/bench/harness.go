@@ -678,7 +678,7 @@ func ProcIO(pid int) IOCalls {
 func (c IOCalls) sub(o IOCalls) IOCalls { return IOCalls{c.Reads - o.Reads, c.Writes - o.Writes} }
 
 // TakeCPU samples the CPU time of the given processes (0: none), this process
-// and the machine.
+// and the machine, and the given processes' I/O system calls.
 func TakeCPU(pidA, pidB, pidBridge int) CPUSample {
 	return CPUSample{
 		At:      time.Now(),
