@@ -12,7 +12,12 @@
 #     read and create every topic, but only the named groups may write topics,
 #     ActiveMQ.Advisory.> included
 #                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
-#                     [--quick-jit]
+#                     [--quick-jit] [--debian-defaults]
+#     --debian-defaults runs the broker as Debian's package does: the JVM
+#     options of /usr/share/activemq/activemq-options (-Xms512M -Xmx512M,
+#     UseDedicatedTaskRunner=true, the JVM's default collector instead of
+#     -XX:+UseSerialGC; --xmx is ignored), ActiveMQ's default systemUsage
+#     (no limits of ours) and a plain KahaDB with --persistent. For benchmarks.
 #     --quick-jit stops the JVM's compiler at C1 (-XX:TieredStopAtLevel=1): a
 #     start costs 1.6 instead of 2.9 s of CPU here, and a short-lived test
 #     broker never pays C2 for code it leaves soon. Not for benchmarks.
@@ -152,7 +157,7 @@ cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
 	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
 	local -a ncs=() users=()
-	local adv_writers="" quickjit=""
+	local adv_writers="" quickjit="" debian=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--dir) dir="$2"; shift 2 ;;
@@ -172,6 +177,7 @@ cmd_start() {
 		--no-wait) nowait=1; shift ;;
 		--timeout) timeout="$2"; shift 2 ;;
 		--quick-jit) quickjit=1; shift ;;
+		--debian-defaults) debian=1; shift ;;
 		*) die "start: unknown argument $1" ;;
 		esac
 	done
@@ -263,7 +269,9 @@ cmd_start() {
 	fi
 
 	local persistence=""
-	if [[ "$persistent" == true ]]; then
+	if [[ "$persistent" == true && -n "$debian" ]]; then
+		persistence="<persistenceAdapter><kahaDB directory=\"$(xml_escape "$data_dir/kahadb")\"/></persistenceAdapter>"
+	elif [[ "$persistent" == true ]]; then
 		# Short lock retry interval: a shared-storage slave takes over ~1 s after the master dies.
 		persistence="<persistenceAdapter>
       <kahaDB directory=\"$(xml_escape "$data_dir/kahadb")\" journalMaxFileLength=\"16mb\">
@@ -286,6 +294,17 @@ cmd_start() {
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
 	xml="${xml//@AUTH_PLUGINS@/$auth}"
+	local usage='<systemUsage>
+      <systemUsage>
+        <memoryUsage><memoryUsage limit="64 mb"/></memoryUsage>
+        <storeUsage><storeUsage limit="1 gb"/></storeUsage>
+        <tempUsage><tempUsage limit="1 gb"/></tempUsage>
+      </systemUsage>
+    </systemUsage>'
+	if [[ -n "$debian" ]]; then
+		usage=""
+	fi
+	xml="${xml//@SYSTEM_USAGE@/$usage}"
 	printf '%s\n' "$xml" >"$dir/conf/activemq.xml"
 
 	cat >"$dir/conf/log4j.properties" <<EOF
@@ -302,9 +321,12 @@ log4j.appender.logfile.layout=org.apache.log4j.PatternLayout
 log4j.appender.logfile.layout.ConversionPattern=%d{ISO8601} | %-5p | %m | %c | %t%n
 EOF
 
-	local -a jvm=(
-		"-Xmx${xmx}" -Xss512k
-		-XX:+UseSerialGC -Xshare:auto
+	local -a jvm=("-Xmx${xmx}" -Xss512k -XX:+UseSerialGC)
+	if [[ -n "$debian" ]]; then
+		jvm=(-Xms512M -Xmx512M -Dorg.apache.activemq.UseDedicatedTaskRunner=true)
+	fi
+	jvm+=(
+		-Xshare:auto
 		-Djava.net.preferIPv4Stack=true
 		-Djava.awt.headless=true
 		"-Djava.io.tmpdir=$dir/tmp"

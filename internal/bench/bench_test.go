@@ -82,6 +82,8 @@ var (
 	flagBodySize     = flag.Int("bench.size", 1024, "message body size in bytes")
 	flagBin          = flag.String("bench.bin", "", "use this brokernet binary instead of building ./cmd/brokernet")
 	flagRepeat       = flag.Int("bench.repeat", 3, "rounds: each mode×path runs this many times, interleaved, and the summary gives median and range (1: a single run, no summary)")
+	flagBrokers      = flag.String("bench.brokers", "debian", "how the ActiveMQ brokers run: debian (as Debian's package runs them: persistent KahaDB, -Xms512M -Xmx512M, the JVM's default collector, ActiveMQ's default memory limits) or test (the test brokers' profile: non-persistent unless the mode is persistent, 256 MB heap, serial collector, 64 MB memory limit)")
+	flagLatencies    = flag.String("bench.latencies", "", "write the paced phase's latency of every message (by sequence number, with the phase's start and the brokers' pids) into this folder, one file per mode, path and round")
 	flagQuietWait    = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
 )
 
@@ -297,6 +299,9 @@ func repeatRounds(b *testing.B) int {
 	if *flagRepeat < 1 {
 		b.Fatalf("-bench.repeat=%d: want at least 1 round", *flagRepeat)
 	}
+	if p := brokerProfile(); p != "debian" && p != "test" {
+		b.Fatalf("-bench.brokers=%q: want debian or test", p)
+	}
 	return *flagRepeat
 }
 
@@ -375,10 +380,12 @@ func usPerMsg(d time.Duration, n int) float64 {
 func startBroker(b *testing.B, set brokerSettings, name string, persistent bool, connectors ...string) *testbroker.ActiveMQ {
 	b.Helper()
 	t0 := time.Now()
+	debian := brokerProfile() == "debian"
 	x := testbroker.StartActiveMQ(b, testbroker.Options{
 		Name:              name,
 		ID:                name + "-id",
-		Persistent:        persistent,
+		Persistent:        persistent || debian,
+		DebianDefaults:    debian,
 		NetworkConnectors: connectors,
 		StompOptions:      set.opts,
 		OpenWireOptions:   set.opts,
@@ -386,6 +393,17 @@ func startBroker(b *testing.B, set brokerSettings, name string, persistent bool,
 	})
 	b.Logf("broker %s up in %s (stomp %s, openwire %s, options %q)", name, time.Since(t0).Round(time.Millisecond), x.StompURI(), x.OpenWireURI(), set.opts)
 	return x
+}
+
+// brokerProfile is -bench.brokers (repeatRounds checks it).
+func brokerProfile() string { return *flagBrokers }
+
+// brokerProfileDesc says how the brokers ran, for the table header.
+func brokerProfileDesc() string {
+	if brokerProfile() == "debian" {
+		return "as Debian's package runs them (persistent KahaDB, non-persistent messages included; -Xms512M -Xmx512M, the JVM's default collector, UseDedicatedTaskRunner=true, ActiveMQ's default memory limits)"
+	}
+	return "the test brokers' profile (KahaDB only in persistent mode; 256 MB heap, serial collector, 64 MB memory limit)"
 }
 
 func runPath(b *testing.B, r *result) {
@@ -441,7 +459,7 @@ func runPath(b *testing.B, r *result) {
 	}
 	defer prod.Abort()
 	body := Body(*flagBodySize)
-	run := &pathRun{rec: &cons.Recorder, wait: cons.Wait, sample: sample, br: br,
+	run := &pathRun{rec: &cons.Recorder, wait: cons.Wait, sample: sample, br: br, pids: [3]int{pidA, pidB, pidBridge},
 		send: func(ctx context.Context, p Phase, n int, rate float64) (SendStats, error) {
 			o := SendOptions{Dest: dest, Phase: p, N: n, Persistent: persistent, Body: body, Rate: rate,
 				InFlight: *flagInFlight, ReceiptEvery: *flagReceiptEvery}
@@ -598,7 +616,7 @@ func printTable(w io.Writer, results []*result, rounds int) {
 	rows := groupRounds(results)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "brokernet bench, brokers with %s: %d B bodies; full speed %d (non-persistent) / %d (persistent) msgs; non-persistent producer streams SENDs with a receipt every %d, at most %d unconfirmed; persistent producer in transactions of %d, at most %d unconfirmed; consumer ack auto, prefetch %d; paced %.0f msg/s for %s; warm-up %d",
-		set.desc, *flagBodySize, *flagN, *flagNPersistent, *flagReceiptEvery, *flagInFlight, persistentBatch, persistentInFlight, *flagConsPrefetch, *flagRate, *flagSteady, *flagWarmup)
+		set.desc+"; "+brokerProfileDesc(), *flagBodySize, *flagN, *flagNPersistent, *flagReceiptEvery, *flagInFlight, persistentBatch, persistentInFlight, *flagConsPrefetch, *flagRate, *flagSteady, *flagWarmup)
 	if rounds > 1 {
 		fmt.Fprintf(w, "; %d interleaved rounds, fresh brokers for every run (#k: round k)", rounds)
 	}

@@ -353,6 +353,25 @@ func (c *Recorder) Result(p Phase) PhaseResult {
 	return res
 }
 
+// Latencies returns the latency of each message of phase p by sequence
+// number, -1 for one that never arrived.
+func (c *Recorder) Latencies(p Phase) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.ph[p]
+	if r == nil {
+		return nil
+	}
+	out := make([]time.Duration, r.n)
+	for i, k := range r.count {
+		out[i] = -1
+		if k > 0 {
+			out[i] = time.Duration(r.lat[i])
+		}
+	}
+	return out
+}
+
 // Foreign is the number of messages that carried no known phase tag.
 func (c *Recorder) Foreign() int {
 	c.mu.Lock()

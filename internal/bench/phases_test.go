@@ -7,8 +7,11 @@ package bench
 // the brokers they start and in their clients' protocol.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -66,6 +69,9 @@ type pathRun struct {
 	send   func(ctx context.Context, p Phase, n int, rate float64) (SendStats, error)
 	sample func() CPUSample
 	br     *Bridge // nil when the brokers' own link carries the path
+	// pids are broker A's, broker B's and the bridge's (0: none), named in
+	// the -bench.latencies files.
+	pids [3]int
 	// beforeFull and afterFull, if set, run right before the full-speed
 	// phase and right after the harness's second one, which runs only with
 	// them (BenchmarkForwarding's go-stomp pair).
@@ -181,6 +187,11 @@ func (p *pathRun) measure(b *testing.B, ctx context.Context, r *result) {
 	time.Sleep(500 * time.Millisecond)
 	steady := p.rec.Result(Steady)
 	r.sp50, r.sp99, r.sMax = steady.P50, steady.P99, steady.Max
+	if *flagLatencies != "" {
+		if err := writeLatencies(r, p, sst.Start); err != nil {
+			b.Errorf("-bench.latencies: %v", err)
+		}
+	}
 
 	for ph := range NumPhases {
 		pr := p.rec.Result(ph)
@@ -208,4 +219,25 @@ func (p *pathRun) measure(b *testing.B, ctx context.Context, r *result) {
 	}
 	b.Logf("%s/%s: %d msgs full speed %.0f msg/s (producer %.0f msg/s), p50 %s p99 %s; paced %d at %.0f msg/s p50 %s p99 %s max %s",
 		r.mode, r.path, r.n, r.rate, r.sendRate, r.p50, r.p99, r.steadyN, r.steadyRate, r.sp50, r.sp99, r.sMax)
+}
+
+// writeLatencies writes the paced phase's latencies of r into
+// -bench.latencies: a comment line with the phase's start (Unix ns), the
+// rate and the pids, then "seq latency_us" per message (-1: never arrived).
+// Message seq was sent at about start + seq/rate.
+func writeLatencies(r *result, p *pathRun, start time.Time) error {
+	if err := os.MkdirAll(*flagLatencies, 0o755); err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%s-%s-r%d.txt", r.mode, r.path, r.round)
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# start_unix_ns %d rate %g pidA %d pidB %d pidBridge %d\n", start.UnixNano(), *flagRate, p.pids[0], p.pids[1], p.pids[2])
+	for seq, d := range p.rec.Latencies(Steady) {
+		us := int64(-1)
+		if d >= 0 {
+			us = d.Microseconds()
+		}
+		fmt.Fprintf(&buf, "%d %d\n", seq, us)
+	}
+	return os.WriteFile(filepath.Join(*flagLatencies, name), buf.Bytes(), 0o644)
 }

@@ -56,6 +56,12 @@ type Options struct {
 	// test leaves soon; the bridge package's tests took 8.5 instead of 14 min
 	// with it (with their other changes of 2026-12-02, bench/RESULTS.md).
 	FullJIT bool
+	// DebianDefaults runs the broker as Debian's activemq package does
+	// (activemq.sh --debian-defaults): -Xms512M -Xmx512M, the JVM's default
+	// collector, UseDedicatedTaskRunner=true, ActiveMQ's default system usage
+	// and, with Persistent, a plain KahaDB. Xmx is ignored. For benchmarks of
+	// brokers as users run them.
+	DebianDefaults bool
 	// StompOptions and OpenWireOptions are appended to the transport
 	// connectors' URIs, e.g. "transport.tcpNoDelay=true" or
 	// "wireFormat.maxFrameSize=1048576". By default the connectors have
@@ -229,6 +235,9 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if !b.opt.FullJIT {
 		args = append(args, "--quick-jit")
+	}
+	if b.opt.DebianDefaults {
+		args = append(args, "--debian-defaults")
 	}
 	for _, nc := range b.opt.NetworkConnectors {
 		args = append(args, "--network-connector", nc)

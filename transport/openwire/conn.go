@@ -114,7 +114,12 @@ type Conn struct {
 	// Settlement coalescing, see Sync. smu is never held with c.mu.
 	smu        sync.Mutex
 	syncing    bool              // a Sync's BEGIN awaits its response
-	heldAcks   []*messageAck     // cumulative acks held meanwhile, one per consumer
+	heldAcks   []heldAck         // cumulative acks held meanwhile, one per consumer
+	// ackTail is the last cumulative ack Settle took while no Sync was on
+	// the wire, held unwritten so that the next Sync's request for a
+	// response can ride on it (see Sync); any other settlement, Sync,
+	// Unsubscribe or Close writes it.
+	ackTail *heldAck
 	heldTokens []transport.Token // Syncs asked for meanwhile
 	txSeq      atomic.Int64      // transaction ids (Send's and Sync's)
 
@@ -123,6 +128,27 @@ type Conn struct {
 	tx           *localTxID // the open send transaction, nil if none
 	untx         bool       // messages sent outside a transaction since the last Commit
 	msgSeq       int64
+	// tail is the last non-persistent message sent, held unwritten so that
+	// the response the next Commit or Flush asks for rides on it (see Send).
+	tail *message
+	// early is the response Flush asked for on the message it wrote, while
+	// no message was written since: it confirms the next Commit.
+	early *earlyResponse
+}
+
+// earlyResponse is the response to a message Flush wrote (see Conn.early).
+type earlyResponse struct {
+	mu      sync.Mutex
+	arrived bool
+	resp    command           // the response; nil if the connection ended first
+	waiting []transport.Token // Commits it confirms, waiting for it
+}
+
+// heldAck is an ack held back (see Conn.heldAcks and Conn.ackTail);
+// persistent says it acknowledges a persistent message.
+type heldAck struct {
+	a          *messageAck
+	persistent bool
 }
 
 // subscription is one open consumer.
@@ -139,9 +165,10 @@ type subscription struct {
 }
 
 type delivered struct {
-	seq  uint64
-	id   *messageID
-	dest *dest
+	seq        uint64
+	id         *messageID
+	dest       *dest
+	persistent bool
 }
 
 // ref is the transport.Ref of an OpenWire delivery.
@@ -544,9 +571,13 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	// Acks held for this consumer (see Sync) go before its removal.
 	c.smu.Lock()
 	var held []*messageAck
+	if c.ackTail != nil {
+		held = append(held, c.ackTail.a)
+		c.ackTail = nil
+	}
 	for i := 0; i < len(c.heldAcks); i++ {
-		if c.heldAcks[i].ConsumerID == sub.cid {
-			held = append(held, c.heldAcks[i])
+		if c.heldAcks[i].a.ConsumerID == sub.cid {
+			held = append(held, c.heldAcks[i].a)
 			c.heldAcks = append(c.heldAcks[:i], c.heldAcks[i+1:]...)
 			i--
 		}
@@ -682,18 +713,25 @@ func (c *Conn) OwnConsumer(id string) bool {
 
 // Send implements transport.Conn: a persistent message joins the open local
 // transaction (begun with the first persistent Send after a Commit). A
-// non-persistent one goes outside it, asking for no response: the broker
-// dispatches it on arrival instead of at the COMMIT, and Commit's response
-// confirms it, as the broker handles a connection's commands in order. A
-// refusal comes as a ConnectionError, which ends the connection (Refused),
-// as a refused COMMIT does; messages of the batch that did arrive are then
-// sent again, duplicates rather than loss. JMS leaves the order between
-// persistent and non-persistent messages undefined (JMS 1.1, 4.4.10.2).
+// non-persistent one goes outside it: the broker dispatches it on arrival
+// instead of at the COMMIT, and a response after it confirms it, as the broker
+// handles a connection's commands in order. The last one is held (the tail)
+// until the next write: the Commit's request for a response then rides on it
+// instead of an empty transaction, and Flush writes it asking for one (see
+// Flush). A refusal comes as a ConnectionError, which ends the connection
+// (Refused), as a refused COMMIT does; messages of the batch that did arrive
+// are then sent again, duplicates rather than loss. JMS leaves the order
+// between persistent and non-persistent messages undefined (JMS 1.1,
+// 4.4.10.2).
 func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 	m, err := fromMessage(tm)
 	if err != nil {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
+	if err := c.writeTail(ctx, nil); err != nil {
+		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	c.early = nil
 	if tm.Persistent && c.tx == nil {
 		tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, nil); err != nil {
@@ -704,14 +742,56 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 	c.msgSeq++
 	m.ProducerID = c.prodID
 	m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
-	if tm.Persistent {
-		m.TransactionID = c.tx
-	} else {
+	if !tm.Persistent {
 		c.untx = true
+		c.tail = m
+		return nil
 	}
+	m.TransactionID = c.tx
 	if err := c.write(ctx, m, nil); err != nil {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
+	return nil
+}
+
+// writeTail writes the held message, if any, asking for a response if
+// onResponse is set.
+func (c *Conn) writeTail(ctx context.Context, onResponse func(command)) error {
+	m := c.tail
+	if m == nil {
+		return nil
+	}
+	c.tail = nil
+	return c.write(ctx, m, onResponse)
+}
+
+// Flush implements transport.Flusher: it writes the held message asking for
+// a response, which confirms the next Commit if no message was written
+// since, whether it arrives before that Commit or after. Without it that
+// Commit would be an empty transaction, and a persistent ActiveMQ (KahaDB, as
+// Debian ships it) writes and fsyncs its journal for every COMMIT and
+// ROLLBACK, empty ones included (measured with strace over STOMP, whose
+// BEGIN and COMMIT are these commands). A bridge that lingers before
+// committing (bridge.Config.CommitDelay) flushes at every idle moment.
+func (c *Conn) Flush(ctx context.Context) error {
+	if c.tail == nil {
+		return nil
+	}
+	e := &earlyResponse{}
+	err := c.writeTail(ctx, func(r command) {
+		e.mu.Lock()
+		e.arrived, e.resp = true, r
+		toks := e.waiting
+		e.waiting = nil
+		e.mu.Unlock()
+		for _, tok := range toks {
+			c.confirm(tok, nil)(r)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	c.early = e
 	return nil
 }
 
@@ -723,9 +803,29 @@ func (c *Conn) Commit(ctx context.Context) (transport.Token, error) {
 	untx := c.untx
 	c.untx = false
 	if c.tx == nil && untx {
-		// Only messages outside a transaction since the last Commit: an
-		// empty transaction's BEGIN asks for the response that confirms them
-		// (the broker answers commands in order).
+		// Only messages outside a transaction since the last Commit: the
+		// last one asks for the response that confirms them all (the broker
+		// answers commands in order), if it is still held or Flush wrote it;
+		// otherwise an empty transaction's BEGIN does.
+		if c.tail != nil {
+			if err := c.writeTail(ctx, c.confirm(tok, nil)); err != nil {
+				return 0, fmt.Errorf("committing: %w", err)
+			}
+			return tok, nil
+		}
+		if e := c.early; e != nil {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if !e.arrived {
+				e.waiting = append(e.waiting, tok)
+				return tok, nil
+			}
+			if e.resp == nil {
+				return 0, c.closedErr()
+			}
+			c.confirm(tok, nil)(e.resp)
+			return tok, nil
+		}
 		tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 		if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}, c.confirm(tok, nil)); err != nil {
 			return 0, fmt.Errorf("committing: %w", err)
@@ -743,6 +843,10 @@ func (c *Conn) Commit(ctx context.Context) (transport.Token, error) {
 		return tok, nil
 	}
 	tx := c.tx
+	if err := c.writeTail(ctx, nil); err != nil {
+		return 0, fmt.Errorf("committing: %w", err)
+	}
+	c.early = nil
 	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txCommitOnePhase}, c.confirm(tok, nil)); err != nil {
 		return 0, fmt.Errorf("committing: %w", err)
 	}
@@ -779,7 +883,9 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 	if outcome == transport.Accepted && sub.ack == transport.Cumulative {
 		sub.mu.Lock()
 		n := 0
+		persistent := false
 		for n < len(sub.unacked) && sub.unacked[n].seq <= last.seq {
+			persistent = persistent || sub.unacked[n].persistent
 			n++
 		}
 		if n == 0 {
@@ -793,19 +899,30 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 			FirstID: first.id, LastID: end.id, MessageCount: int32(n)}
 		c.smu.Lock()
 		if c.syncing {
-			c.holdAck(a)
+			c.holdAck(a, persistent)
 			c.smu.Unlock()
 			return nil
 		}
+		// Held as the tail: the next Sync may ride on it.
+		prev := c.ackTail
+		c.ackTail = &heldAck{a: a, persistent: persistent}
 		c.smu.Unlock()
-		acks = append(acks, a)
+		if prev == nil {
+			return nil
+		}
+		acks = append(acks, prev.a)
 	} else {
 		// Held cumulative acks go first, in order.
 		c.smu.Lock()
-		held := c.heldAcks
+		if c.ackTail != nil {
+			acks = append(acks, c.ackTail.a)
+			c.ackTail = nil
+		}
+		for _, h := range c.heldAcks {
+			acks = append(acks, h.a)
+		}
 		c.heldAcks = nil
 		c.smu.Unlock()
-		acks = append(acks, held...)
 		typ := byte(ackIndividual)
 		if outcome == transport.Rejected {
 			typ = ackPoison
@@ -836,11 +953,16 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 	return nil
 }
 
-// Sync implements transport.Conn: a TransactionInfo BEGIN asking for a
-// response (the broker answers commands in order, so its response proves
-// earlier acks were processed), then the ROLLBACK of that empty transaction.
-// Unlike a response to the ack itself, this does not make the broker sync
-// its store to disk.
+// Sync implements transport.Conn: a request for a response after the acks
+// written so far (the broker answers commands in order, so its response
+// proves they were processed). When the last of them acknowledges no
+// persistent message, the request rides on it: Settle holds its last
+// cumulative ack unwritten until then (the ack tail). Otherwise it is a
+// TransactionInfo BEGIN asking for the response, then the ROLLBACK of that
+// empty transaction. Either way a persistent ActiveMQ (KahaDB) syncs its
+// journal to disk for an ack of persistent messages that asks for a response,
+// and for every COMMIT and ROLLBACK, empty ones included; an ack of
+// non-persistent messages never touches the store.
 //
 // At most one Sync is on the wire. While it awaits its response, cumulative
 // acks (Settle) are merged, one per consumer, and further Syncs wait; the
@@ -859,6 +981,10 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 // ended it (bench/RESULTS.md, 2026-12-01). A Sync per settled batch, with
 // its ack, filled those 128 KiB within about a second at 4,000 msg/s.
 func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
+	if err := c.writeTail(ctx, nil); err != nil {
+		return 0, fmt.Errorf("syncing: %w", err)
+	}
+	c.early = nil
 	tok := transport.Token(c.tokens.Add(1))
 	c.smu.Lock()
 	if c.syncing {
@@ -867,7 +993,27 @@ func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 		return tok, nil
 	}
 	c.syncing = true
+	t := c.ackTail
+	c.ackTail = nil
 	c.smu.Unlock()
+	if t != nil && !t.persistent {
+		// The request for a response rides on the ack itself.
+		if err := c.write(ctx, t.a, c.syncDone([]transport.Token{tok})); err != nil {
+			c.smu.Lock()
+			c.syncing = false
+			c.smu.Unlock()
+			return 0, fmt.Errorf("syncing: %w", err)
+		}
+		return tok, nil
+	}
+	if t != nil {
+		if err := c.write(ctx, t.a, nil); err != nil {
+			c.smu.Lock()
+			c.syncing = false
+			c.smu.Unlock()
+			return 0, fmt.Errorf("syncing: %w", err)
+		}
+	}
 	begin, rollback := c.syncPair([]transport.Token{tok})
 	if err := c.write(ctx, begin.cmd, begin.onResponse); err != nil {
 		c.smu.Lock()
@@ -883,15 +1029,17 @@ func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 
 // holdAck merges a into the held acks (c.smu held): a cumulative ack of the
 // same consumer extends the range to a's last message.
-func (c *Conn) holdAck(a *messageAck) {
-	for _, h := range c.heldAcks {
-		if h.ConsumerID == a.ConsumerID {
-			h.LastID, h.Destination = a.LastID, a.Destination
-			h.MessageCount += a.MessageCount
+func (c *Conn) holdAck(a *messageAck, persistent bool) {
+	for i := range c.heldAcks {
+		h := &c.heldAcks[i]
+		if h.a.ConsumerID == a.ConsumerID {
+			h.a.LastID, h.a.Destination = a.LastID, a.Destination
+			h.a.MessageCount += a.MessageCount
+			h.persistent = h.persistent || persistent
 			return
 		}
 	}
-	c.heldAcks = append(c.heldAcks, a)
+	c.heldAcks = append(c.heldAcks, heldAck{a: a, persistent: persistent})
 }
 
 type request struct {
@@ -905,7 +1053,13 @@ func (c *Conn) syncPair(toks []transport.Token) (request, command) {
 	tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 	begin := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}
 	rollback := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}
-	return request{cmd: begin, onResponse: func(r command) {
+	return request{cmd: begin, onResponse: c.syncDone(toks)}, rollback
+}
+
+// syncDone returns what handles a Sync's response: it confirms toks and
+// releases what was held meanwhile.
+func (c *Conn) syncDone(toks []transport.Token) func(command) {
+	return func(r command) {
 		for _, tok := range toks {
 			c.confirm(tok, nil)(r)
 		}
@@ -913,7 +1067,7 @@ func (c *Conn) syncPair(toks []transport.Token) (request, command) {
 			return // the connection ended
 		}
 		c.releaseHeld()
-	}}, rollback
+	}
 }
 
 // releaseHeld runs on the reader goroutine when a Sync's response arrived:
@@ -925,15 +1079,29 @@ func (c *Conn) releaseHeld() {
 	defer c.smu.Unlock()
 	acks, toks := c.heldAcks, c.heldTokens
 	c.heldAcks, c.heldTokens = nil, nil
-	for _, a := range acks {
-		c.writeFromReader(a)
+	last := len(acks) - 1
+	onAck := len(toks) > 0 && last >= 0 && !acks[last].persistent
+	for i, h := range acks {
+		if i == last && onAck {
+			// The next Sync's request rides on the last ack (see Sync).
+			c.writeFromReaderAwaiting(h.a, c.syncDone(toks))
+			return
+		}
+		c.writeFromReader(h.a)
 	}
 	if len(toks) == 0 {
 		c.syncing = false
 		return
 	}
 	begin, rollback := c.syncPair(toks)
-	b := begin.cmd.base()
+	c.writeFromReaderAwaiting(begin.cmd, begin.onResponse)
+	c.writeFromReader(rollback)
+}
+
+// writeFromReaderAwaiting is writeFromReader for a command that asks for a
+// response, handled by onResponse.
+func (c *Conn) writeFromReaderAwaiting(cmd command, onResponse func(command)) {
+	b := cmd.base()
 	b.CommandID = c.cmdID.Add(1)
 	b.ResponseRequired = true
 	c.mu.Lock()
@@ -941,10 +1109,9 @@ func (c *Conn) releaseHeld() {
 		c.mu.Unlock()
 		return // the connection ended; Events closes
 	}
-	c.waiters[b.CommandID] = begin.onResponse
+	c.waiters[b.CommandID] = onResponse
 	c.mu.Unlock()
-	c.urgent.push(encodeFrameAs(begin.cmd, c.tight))
-	c.writeFromReader(rollback)
+	c.urgent.push(encodeFrameAs(cmd, c.tight))
 }
 
 // Close implements transport.Conn: RemoveInfo of the connection, awaited,
@@ -952,6 +1119,18 @@ func (c *Conn) releaseHeld() {
 func (c *Conn) Close(ctx context.Context) error {
 	if c.Err() != nil {
 		return nil
+	}
+	if err := c.writeTail(ctx, nil); err != nil {
+		return err
+	}
+	c.smu.Lock()
+	t := c.ackTail
+	c.ackTail = nil
+	c.smu.Unlock()
+	if t != nil {
+		if err := c.write(ctx, t.a, nil); err != nil {
+			return err
+		}
 	}
 	res := make(chan error, 1)
 	err := c.write(ctx, &removeInfo{ObjectID: c.connID, LastDeliveredSequenceID: -1}, func(r command) { res <- respErr(r) })

@@ -158,7 +158,7 @@ func (c *Conn) dispatch(md *messageDispatch) {
 	sub.mu.Lock()
 	sub.seq++
 	r := ref{sub: sub, seq: sub.seq, id: m.MessageID}
-	sub.unacked = append(sub.unacked, delivered{seq: sub.seq, id: m.MessageID, dest: d})
+	sub.unacked = append(sub.unacked, delivered{seq: sub.seq, id: m.MessageID, dest: d, persistent: m.Persistent})
 	sub.mu.Unlock()
 	c.events.push(transport.Event{Kind: transport.Delivery, Sub: sub.id, Msg: tm, Ref: r})
 }
