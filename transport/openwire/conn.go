@@ -112,14 +112,14 @@ type Conn struct {
 	advisor map[int64]bool            // advisory consumer values
 
 	// Settlement coalescing, see Sync. smu is never held with c.mu.
-	smu        sync.Mutex
-	syncing    bool              // a Sync's BEGIN awaits its response
-	heldAcks   []heldAck         // cumulative acks held meanwhile, one per consumer
+	smu      sync.Mutex
+	syncing  bool      // a Sync's BEGIN awaits its response
+	heldAcks []heldAck // cumulative acks held meanwhile, one per consumer
 	// ackTail is the last cumulative ack Settle took while no Sync was on
 	// the wire, held unwritten so that the next Sync's request for a
 	// response can ride on it (see Sync); any other settlement, Sync,
 	// Unsubscribe or Close writes it.
-	ackTail *heldAck
+	ackTail    *heldAck
 	heldTokens []transport.Token // Syncs asked for meanwhile
 	txSeq      atomic.Int64      // transaction ids (Send's and Sync's)
 
