@@ -632,16 +632,18 @@ func (b *BrokerConn) earlyDone(id string) []transport.Token {
 // otherwise.
 func (b *BrokerConn) commitEarly() (transport.Token, bool) {
 	b.smu.Lock()
-	defer b.smu.Unlock()
 	e := b.early
 	if e == nil || b.tail != nil {
+		b.smu.Unlock()
 		return 0, false
 	}
 	tok := transport.Token(b.c.seq.Add(1))
 	if !e.arrived {
 		e.waiting = append(e.waiting, tok)
+		b.smu.Unlock()
 		return tok, true
 	}
+	b.smu.Unlock()
 	// Already here: the event goes out now. The session consumes events on
 	// the goroutine calling Commit, so this must not block: with the queue
 	// full the Commit takes the long way.
