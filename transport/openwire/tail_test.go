@@ -107,21 +107,7 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 	}
 	expect := func(what string, want ...seen) {
 		t.Helper()
-		for i, w := range want {
-			select {
-			case s := <-cmds:
-				if s != w {
-					t.Fatalf("%s: command %d is %+v, want %+v", what, i, s, w)
-				}
-			case <-ctx.Done():
-				t.Fatalf("%s: command %d never came", what, i)
-			}
-		}
-		select {
-		case s := <-cmds:
-			t.Fatalf("%s: extra command %+v", what, s)
-		case <-time.After(100 * time.Millisecond):
-		}
+		expectCommands(t, ctx, cmds, what, want...)
 	}
 
 	send(false)
@@ -260,21 +246,7 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 	}
 	expect := func(what string, want ...seen) {
 		t.Helper()
-		for i, w := range want {
-			select {
-			case s := <-cmds:
-				if s != w {
-					t.Fatalf("%s: command %d is %+v, want %+v", what, i, s, w)
-				}
-			case <-ctx.Done():
-				t.Fatalf("%s: command %d never came", what, i)
-			}
-		}
-		select {
-		case s := <-cmds:
-			t.Fatalf("%s: extra command %+v", what, s)
-		case <-time.After(100 * time.Millisecond):
-		}
+		expectCommands(t, ctx, cmds, what, want...)
 	}
 	sync := func() {
 		t.Helper()
@@ -299,4 +271,25 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 	settle(2)
 	sync()
 	expect("sync after an ack of a persistent message", seen{"ack 2", false}, seen{"ack 3", false}, seen{"begin", true}, seen{"rollback", false})
+}
+
+// expectCommands reads len(want) commands the fake broker saw from cmds and
+// fails unless they are want, in order, with nothing more for 100 ms.
+func expectCommands[T comparable](t *testing.T, ctx context.Context, cmds <-chan T, what string, want ...T) {
+	t.Helper()
+	for i, w := range want {
+		select {
+		case s := <-cmds:
+			if s != w {
+				t.Fatalf("%s: command %d is %+v, want %+v", what, i, s, w)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: command %d never came", what, i)
+		}
+	}
+	select {
+	case s := <-cmds:
+		t.Fatalf("%s: extra command %+v", what, s)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
