@@ -26,19 +26,7 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 	cmds := make(chan seen, 100)
 	gate := make(chan struct{}) // the response to message 7 waits for it
 	c := dialFake(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			p, err := readFrame(br, nil, 1<<20)
-			if err != nil {
-				return
-			}
-			ds, err := decodeCommand(p, false)
-			if err != nil {
-				continue
-			}
-			cmd, ok := ds.(command)
-			if !ok {
-				continue
-			}
+		readCommands(br, func(cmd command) {
 			s := seen{resp: cmd.base().ResponseRequired}
 			switch x := cmd.(type) {
 			case *message:
@@ -49,11 +37,11 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 				if s.resp {
 					nc.Write(encodeFrame(&response{CorrelationID: cmd.base().CommandID}))
 				}
-				continue
+				return
 			}
 			cmds <- s
 			if !s.resp {
-				continue
+				return
 			}
 			r := encodeFrame(&response{CorrelationID: cmd.base().CommandID})
 			if s.what == "msg 7" {
@@ -61,10 +49,10 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 					<-gate
 					nc.Write(r)
 				}()
-				continue
+				return
 			}
 			nc.Write(r)
-		}
+		})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -172,19 +160,7 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 	}
 	cmds := make(chan seen, 100)
 	c := dialFake(t, func(nc net.Conn, br *bufio.Reader) {
-		for {
-			p, err := readFrame(br, nil, 1<<20)
-			if err != nil {
-				return
-			}
-			ds, err := decodeCommand(p, false)
-			if err != nil {
-				continue
-			}
-			cmd, ok := ds.(command)
-			if !ok {
-				continue
-			}
+		readCommands(br, func(cmd command) {
 			s := seen{resp: cmd.base().ResponseRequired}
 			if s.resp {
 				nc.Write(encodeFrame(&response{CorrelationID: cmd.base().CommandID}))
@@ -202,12 +178,12 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 					m.MessageID = &messageID{ProducerID: &producerID{ConnectionID: "ID:p-1", SessionID: 1, Value: 1}, ProducerSeq: int64(i + 1)}
 					nc.Write(encodeFrame(&messageDispatch{ConsumerID: x.ConsumerID, Destination: m.Destination, Message: m}))
 				}
-				continue
+				return
 			default:
-				continue
+				return
 			}
 			cmds <- s
-		}
+		})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -216,7 +192,6 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refs []transport.Ref
-	var toks []transport.Token
 	confirmed := map[transport.Token]bool{}
 	await := func(tok transport.Token) {
 		t.Helper()
@@ -254,7 +229,6 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		toks = append(toks, tok)
 		await(tok)
 	}
 	settle := func(i int) {
@@ -291,5 +265,23 @@ func expectCommands[T comparable](t *testing.T, ctx context.Context, cmds <-chan
 	case s := <-cmds:
 		t.Fatalf("%s: extra command %+v", what, s)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// readCommands calls handle with every command the fake broker reads, until
+// the connection ends.
+func readCommands(br *bufio.Reader, handle func(cmd command)) {
+	for {
+		p, err := readFrame(br, nil, 1<<20)
+		if err != nil {
+			return
+		}
+		ds, err := decodeCommand(p, false)
+		if err != nil {
+			continue
+		}
+		if cmd, ok := ds.(command); ok {
+			handle(cmd)
+		}
 	}
 }
