@@ -201,6 +201,9 @@ type Bridge struct {
 
 	demand demandView
 	stuck  stuckView
+
+	// drains counts the sessions that began draining (tests wait for it).
+	drains atomic.Int64
 }
 
 // New checks cfg and returns a bridge ready to Run.

@@ -307,6 +307,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		select {
 		case <-cancelled:
 			s.draining = true
+			s.b.drains.Add(1)
 			t := time.NewTimer(s.cfg.DrainTimeout)
 			defer t.Stop()
 			drainDeadline = t.C

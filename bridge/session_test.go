@@ -113,10 +113,13 @@ func TestDrainConfirmsInFlightAndLeavesTheRest(t *testing.T) {
 	local, remote := newFakeBroker("A"), newFakeBroker("B")
 	consumerOn(remote, "q")
 	remote.holdCommits = true
-	_, cancel, done := startFake(t, local, remote, Config{Window: 10, MaxBatch: 5, MaxCommits: 1})
+	b, cancel, done := startFake(t, local, remote, Config{Window: 10, MaxBatch: 5, MaxCommits: 1})
 	local.put("q", 50)
 	waitFor(t, 2*time.Second, "a commit held", func() bool { return remote.heldCommits() == 1 })
 	cancel()
+	// Released only once the session drains: released earlier, the commit
+	// would free the window for the backlog of a session still running.
+	waitFor(t, 2*time.Second, "draining", func() bool { return b.drains.Load() == 1 })
 	// Draining: the held commit and the open batch complete; nothing new is taken.
 	waitFor(t, 2*time.Second, "drain", func() bool {
 		remote.release()
