@@ -132,7 +132,9 @@ type Conn struct {
 	// the response the next Commit or Flush asks for rides on it (see Send).
 	tail *message
 	// early is the response Flush asked for on the message it wrote, while
-	// no message was written since: it confirms the next Commit.
+	// no message was written since: it confirms the next Commit. Send clears
+	// it (any later message is held first, or is in the transaction, whose
+	// COMMIT confirms instead).
 	early *earlyResponse
 }
 
@@ -846,7 +848,6 @@ func (c *Conn) Commit(ctx context.Context) (transport.Token, error) {
 	if err := c.writeTail(ctx, nil); err != nil {
 		return 0, fmt.Errorf("committing: %w", err)
 	}
-	c.early = nil
 	if err := c.write(ctx, &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txCommitOnePhase}, c.confirm(tok, nil)); err != nil {
 		return 0, fmt.Errorf("committing: %w", err)
 	}
@@ -984,7 +985,6 @@ func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 	if err := c.writeTail(ctx, nil); err != nil {
 		return 0, fmt.Errorf("syncing: %w", err)
 	}
-	c.early = nil
 	tok := transport.Token(c.tokens.Add(1))
 	c.smu.Lock()
 	if c.syncing {
@@ -999,32 +999,31 @@ func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 	if t != nil && !t.persistent {
 		// The request for a response rides on the ack itself.
 		if err := c.write(ctx, t.a, c.syncDone([]transport.Token{tok})); err != nil {
-			c.smu.Lock()
-			c.syncing = false
-			c.smu.Unlock()
-			return 0, fmt.Errorf("syncing: %w", err)
+			return 0, c.syncFailed(err)
 		}
 		return tok, nil
 	}
 	if t != nil {
 		if err := c.write(ctx, t.a, nil); err != nil {
-			c.smu.Lock()
-			c.syncing = false
-			c.smu.Unlock()
-			return 0, fmt.Errorf("syncing: %w", err)
+			return 0, c.syncFailed(err)
 		}
 	}
 	begin, rollback := c.syncPair([]transport.Token{tok})
 	if err := c.write(ctx, begin.cmd, begin.onResponse); err != nil {
-		c.smu.Lock()
-		c.syncing = false
-		c.smu.Unlock()
-		return 0, fmt.Errorf("syncing: %w", err)
+		return 0, c.syncFailed(err)
 	}
 	if err := c.write(ctx, rollback, nil); err != nil {
 		return 0, fmt.Errorf("syncing: %w", err)
 	}
 	return tok, nil
+}
+
+// syncFailed ends the Sync whose request could not be written.
+func (c *Conn) syncFailed(err error) error {
+	c.smu.Lock()
+	c.syncing = false
+	c.smu.Unlock()
+	return fmt.Errorf("syncing: %w", err)
 }
 
 // holdAck merges a into the held acks (c.smu held): a cumulative ack of the
