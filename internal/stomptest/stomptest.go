@@ -5,6 +5,7 @@ package stomptest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -116,7 +117,11 @@ func SendBody(ctx context.Context, c *stomp.Conn, dest string, from, n int, pers
 // each message (ack mode client-individual) after recording it.
 type Consumer struct {
 	*Counter[*frame.Frame]
-	conn *stomp.Conn
+	conn    *stomp.Conn
+	confirm bool // ACK with a receipt
+
+	dmu   sync.Mutex
+	doubt map[int]int // seq → messages counted whose ACK is not confirmed
 
 	mu      sync.Mutex
 	closing bool
@@ -133,7 +138,20 @@ func frameSeq(f *frame.Frame) (int, bool) {
 // It is closed at cleanup.
 func Subscribe(tb testing.TB, uri, dest string, headers ...string) *Consumer {
 	tb.Helper()
-	c := &Consumer{Counter: NewCounter(tb, frameSeq), conn: Dial(tb, uri), done: make(chan struct{})}
+	return subscribe(tb, uri, dest, false, headers...)
+}
+
+// SubscribeConfirmed is Subscribe for a consumer that asks a receipt for each ACK,
+// so that a test that kills the broker knows which messages the consumer holds
+// in doubt (Redelivered): the broker's successor may hand those out again.
+func SubscribeConfirmed(tb testing.TB, uri, dest string, headers ...string) *Consumer {
+	tb.Helper()
+	return subscribe(tb, uri, dest, true, headers...)
+}
+
+func subscribe(tb testing.TB, uri, dest string, confirm bool, headers ...string) *Consumer {
+	tb.Helper()
+	c := &Consumer{Counter: NewCounter(tb, frameSeq), conn: Dial(tb, uri), confirm: confirm, doubt: map[int]int{}, done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := c.conn.Subscribe(ctx, "test-sub", dest, "client-individual", headers...); err != nil {
@@ -155,7 +173,23 @@ func (c *Consumer) run() {
 		}
 		// The ACK is queued before the message counts, and before any DISCONNECT
 		// of Close: a counted message is consumed for good.
-		c.conn.Write(context.Background(), frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack)))
+		ack := frame.New(frame.ACK, frame.Id, f.Header.Get(frame.Ack))
+		if seq, ok := frameSeq(f); c.confirm && ok {
+			c.dmu.Lock()
+			c.doubt[seq]++
+			c.dmu.Unlock()
+			c.conn.WriteReceipt(context.Background(), ack, func(err error) {
+				if err == nil {
+					c.dmu.Lock()
+					if c.doubt[seq]--; c.doubt[seq] == 0 {
+						delete(c.doubt, seq)
+					}
+					c.dmu.Unlock()
+				}
+			})
+		} else {
+			c.conn.Write(context.Background(), ack)
+		}
 		c.Add(f)
 		c.mu.Unlock()
 	}
@@ -170,6 +204,24 @@ func (c *Consumer) Close() {
 	defer cancel()
 	c.conn.Close(ctx)
 	<-c.done
+}
+
+// Redelivered counts the seqs that c held in doubt when its broker died
+// (SubscribeConfirmed: received, the ACK not confirmed) and that appear in
+// seqs, each once: the copies the broker's successor delivered again on its
+// own.
+func (c *Consumer) Redelivered(seqs []int) int {
+	c.dmu.Lock()
+	doubt := maps.Clone(c.doubt)
+	c.dmu.Unlock()
+	n := 0
+	for _, s := range seqs {
+		if doubt[s] > 0 {
+			doubt[s] = 0
+			n++
+		}
+	}
+	return n
 }
 
 // Frames returns a copy of what was received, in order.
