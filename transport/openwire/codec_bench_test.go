@@ -35,7 +35,8 @@ func BenchmarkEncodeMessage(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeDispatch measures decoding one MessageDispatch and converting its message.
+// BenchmarkDecodeDispatch measures decoding one MessageDispatch and converting its message,
+// with identifiers interned as a connection's reader does.
 func BenchmarkDecodeDispatch(b *testing.B) {
 	m, _ := fromMessage(benchMessage())
 	m.MessageID = &messageID{ProducerID: &producerID{ConnectionID: "ID:x-1", SessionID: 1, Value: 1}, ProducerSeq: 1}
@@ -43,12 +44,13 @@ func BenchmarkDecodeDispatch(b *testing.B) {
 		Destination: m.Destination, Message: m})[4:]
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
+	ns := names{} // as a connection's reader has
 	for b.Loop() {
-		ds, err := decodeCommand(frame, false)
+		ds, err := decodeCommandAs(frame, false, false, ns)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := toMessage(ds.(*messageDispatch).Message, 0); err != nil {
+		if _, err := toMessage(ds.(*messageDispatch).Message, 0, ns); err != nil {
 			b.Fatal(err)
 		}
 	}

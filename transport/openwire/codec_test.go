@@ -98,7 +98,7 @@ func testRoundTrip(t *testing.T, ds dataStructure, tight bool) {
 		if n := int(binary.BigEndian.Uint32(frame)); n != len(frame)-4 {
 			t.Fatalf("size prefix %d, frame %d", n, len(frame)-4)
 		}
-		got, err := decodeCommandAs(frame[4:], false, tight)
+		got, err := decodeCommandAs(frame[4:], false, tight, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func testRoundTrip(t *testing.T, ds dataStructure, tight bool) {
 		}
 		// Every proper prefix is an error, never a panic.
 		for i := 1; i < len(frame)-4; i++ {
-			if _, err := decodeCommandAs(frame[4:4+i], false, tight); err == nil && !tight {
+			if _, err := decodeCommandAs(frame[4:4+i], false, tight, nil); err == nil && !tight {
 				t.Fatalf("prefix of %d bytes decoded", i)
 			}
 		}
@@ -135,7 +135,7 @@ func TestPropertyMapKeepsEveryType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeProps(b)
+	got, err := decodeProps(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 	if m.GroupID != "grp" || m.GroupSequence != 4 || m.Type != typeTextMessage || m.ReplyTo.Name != "replies" {
 		t.Fatalf("fromMessage: %+v", m)
 	}
-	back, err := toMessage(m, 0)
+	back, err := toMessage(m, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 	// A property added by the bridge is marshalled anew, with the others kept typed.
 	back.Props = append(back.Props, transport.Property{Name: "BrokernetHops", Value: "1"})
 	again, _ = fromMessage(back)
-	props, _ := decodeProps(again.Props)
+	props, _ := decodeProps(again.Props, nil)
 	if len(props) != 3 || props[0].Value != int32(6) || props[2].Value != "1" {
 		t.Fatalf("props after bridge edit: %#v", props)
 	}
@@ -210,7 +210,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 		if err != nil || m.ReplyTo.Type != typeTempQueue || m.ReplyTo.Name != "ID:h-1:1:1" {
 			t.Fatalf("reply-to %s: %+v %v", rt, m.ReplyTo, err)
 		}
-		if back, _ := toMessage(m, 0); back.ReplyTo != "/remote-temp-queue/ID:h-1:1:1" {
+		if back, _ := toMessage(m, 0, nil); back.ReplyTo != "/remote-temp-queue/ID:h-1:1:1" {
 			t.Fatalf("reply-to %s came back as %s", rt, back.ReplyTo)
 		}
 	}
@@ -219,7 +219,7 @@ func TestMessageConversionRoundTrips(t *testing.T) {
 	}
 	// Bytes bodies stay bytes.
 	bm, _ := fromMessage(&transport.Message{Bytes: true, Body: []byte{0, 255}, Priority: -1})
-	bb, _ := toMessage(bm, 1)
+	bb, _ := toMessage(bm, 1, nil)
 	if bm.Type != typeBytesMessage || bm.Priority != 4 || !bb.Bytes || !bytes.Equal(bb.Body, []byte{0, 255}) || !bb.Redelivered {
 		t.Fatalf("bytes message: %+v / %+v", bm, bb)
 	}
@@ -234,13 +234,13 @@ func TestCompressedBodiesAreInflated(t *testing.T) {
 		return b.Bytes()
 	}
 	text := append([]byte{0, 0, 0, 5}, "hello"...)
-	tm, err := toMessage(&message{Type: typeTextMessage, Compressed: true, Content: deflate(text)}, 0)
+	tm, err := toMessage(&message{Type: typeTextMessage, Compressed: true, Content: deflate(text)}, 0, nil)
 	if err != nil || string(tm.Body) != "hello" {
 		t.Fatalf("text: %q %v", tm.Body, err)
 	}
 	raw := []byte{9, 8, 7}
 	bm := append([]byte{0, 0, 0, 3}, deflate(raw)...)
-	tm, err = toMessage(&message{Type: typeBytesMessage, Compressed: true, Content: bm}, 0)
+	tm, err = toMessage(&message{Type: typeBytesMessage, Compressed: true, Content: bm}, 0, nil)
 	if err != nil || !bytes.Equal(tm.Body, raw) {
 		t.Fatalf("bytes: %v %v", tm.Body, err)
 	}
@@ -250,7 +250,7 @@ func TestCompressedBodiesAreInflated(t *testing.T) {
 		t.Fatal("compressed body not passed through")
 	}
 	bm[3] = 4
-	if _, err := toMessage(&message{Type: typeBytesMessage, Compressed: true, Content: bm}, 0); err == nil {
+	if _, err := toMessage(&message{Type: typeBytesMessage, Compressed: true, Content: bm}, 0, nil); err == nil {
 		t.Fatal("wrong inflated length accepted")
 	}
 }
@@ -304,14 +304,14 @@ func FuzzDecodeCommand(f *testing.F) {
 		if len(p) > 0 {
 			last = p[len(p)-1]
 		}
-		ds, err := decodeCommandAs(p, last&1 == 1, last&2 == 2)
+		ds, err := decodeCommandAs(p, last&1 == 1, last&2 == 2, nil)
 		if err != nil {
 			return
 		}
 		// Whatever decodes must encode again without panicking.
 		encodeFrameAs(ds, last&2 == 2)
 		if m, ok := ds.(*message); ok {
-			if tm, err := toMessage(m, 0); err == nil {
+			if tm, err := toMessage(m, 0, nil); err == nil {
 				fromMessage(tm)
 			}
 		}
@@ -327,7 +327,7 @@ func FuzzDecodeProps(f *testing.F) {
 	b, _ := encodeProps([]transport.Property{{Name: "a", Value: int32(1)}, {Name: "m", Value: []transport.Property{{Name: "x", Value: "y"}}}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, p []byte) {
-		props, err := decodeProps(p)
+		props, err := decodeProps(p, nil)
 		if err == nil {
 			encodeProps(props)
 		}
@@ -340,7 +340,7 @@ func TestTextBodiesConvertWhateverTheirCharacters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := toMessage(m, 0)
+		back, err := toMessage(m, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Data structure type codes (org.apache.activemq.command.CommandTypes).
@@ -270,7 +271,7 @@ type connectionID struct{ Value string }
 
 func (*connectionID) dsType() byte          { return typeConnectionID }
 func (x *connectionID) marshal(w *writer)   { w.str(x.Value) }
-func (x *connectionID) unmarshal(r *reader) { x.Value = r.str() }
+func (x *connectionID) unmarshal(r *reader) { x.Value = r.optName() }
 
 type sessionID struct {
 	ConnectionID string
@@ -283,7 +284,7 @@ func (x *sessionID) marshal(w *writer) {
 	w.i64(x.Value)
 }
 func (x *sessionID) unmarshal(r *reader) {
-	x.ConnectionID = r.str()
+	x.ConnectionID = r.optName()
 	x.Value = r.i64()
 }
 
@@ -300,7 +301,7 @@ func (x *consumerID) marshal(w *writer) {
 	w.i64(x.Value)
 }
 func (x *consumerID) unmarshal(r *reader) {
-	x.ConnectionID = r.str()
+	x.ConnectionID = r.optName()
 	x.SessionID = r.i64()
 	x.Value = r.i64()
 }
@@ -328,7 +329,7 @@ func (x *producerID) marshal(w *writer) {
 	w.i64(x.SessionID)
 }
 func (x *producerID) unmarshal(r *reader) {
-	x.ConnectionID = r.str()
+	x.ConnectionID = r.optName()
 	x.Value = r.i64()
 	x.SessionID = r.i64()
 }
@@ -345,7 +346,7 @@ type brokerID struct{ Value string }
 
 func (*brokerID) dsType() byte          { return typeBrokerID }
 func (x *brokerID) marshal(w *writer)   { w.str(x.Value) }
-func (x *brokerID) unmarshal(r *reader) { x.Value = r.str() }
+func (x *brokerID) unmarshal(r *reader) { x.Value = r.optName() }
 
 type messageID struct {
 	TextView    string
@@ -380,7 +381,20 @@ func (x *messageID) String() string {
 		}
 		return "ID:" + x.TextView
 	}
-	return x.ProducerID.String() + ":" + strconv.FormatInt(x.ProducerSeq, 10)
+	if x.ProducerID == nil {
+		return ":" + strconv.FormatInt(x.ProducerSeq, 10)
+	}
+	// Every delivery's id is built here: one allocation.
+	p := x.ProducerID
+	var b strings.Builder
+	var n [20]byte
+	b.Grow(len(p.ConnectionID) + 3 + 3*20)
+	b.WriteString(p.ConnectionID)
+	for _, v := range [3]int64{p.SessionID, p.Value, x.ProducerSeq} {
+		b.WriteByte(':')
+		b.Write(strconv.AppendInt(n[:0], v, 10))
+	}
+	return b.String()
 }
 
 type localTxID struct {
@@ -425,7 +439,7 @@ type dest struct {
 
 func (x *dest) dsType() byte              { return x.Type }
 func (x *dest) marshal(w *writer)         { w.str(x.Name) }
-func (x *dest) unmarshal(r *reader)       { x.Name = r.str() }
+func (x *dest) unmarshal(r *reader)       { x.Name = r.optName() }
 func (x *dest) equal(y *dest) bool        { return x != nil && y != nil && *x == *y }
 func (x *dest) String() string            { return fmt.Sprintf("%d:%s", x.Type, x.Name) }
 func (*networkBridgeFilter) dsType() byte { return typeNetworkBridgeFilter }

@@ -89,6 +89,7 @@ type Conn struct {
 	clientID             string
 	traces               bool          // stackTraceEnabled negotiated
 	tight                bool          // tightEncodingEnabled negotiated
+	names                names         // the reader goroutine's interned identifiers
 	inactivity           time.Duration // negotiated maxInactivityDuration, 0 = none
 
 	out      chan outFrame
@@ -213,6 +214,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		subs:    make(map[string]*subscription),
 		byValue: make(map[int64]*subscription),
 		advisor: make(map[int64]bool),
+		names:   names{},
 	}
 	c.sessID = &sessionID{ConnectionID: c.connID.Value, Value: 1}
 	c.prodID = &producerID{ConnectionID: c.connID.Value, SessionID: 1, Value: 1}
@@ -285,7 +287,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 			return fail(err)
 		}
 		buf = p
-		cmd, err := decodeCommandAs(p, c.traces, c.tight && gotWF)
+		cmd, err := decodeCommandAs(p, c.traces, c.tight && gotWF, nil)
 		if err != nil {
 			var unknown errUnknownCommand
 			if errors.As(err, &unknown) {
@@ -337,7 +339,7 @@ func (c *Conn) negotiate(x *wireFormatInfo) error {
 	if x.Version < Version {
 		return fmt.Errorf("broker speaks OpenWire version %d; brokernet needs %d (ActiveMQ 5.13 or later)", x.Version, Version)
 	}
-	props, err := decodeProps(x.Props)
+	props, err := decodeProps(x.Props, nil)
 	if err != nil {
 		return fmt.Errorf("broker WireFormatInfo: %w", err)
 	}

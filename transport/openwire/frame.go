@@ -115,11 +115,12 @@ func (e errUnknownCommand) Error() string { return fmt.Sprintf("unknown command 
 // frame is an error naming the offset. traces says stack traces were
 // negotiated.
 func decodeCommand(p []byte, traces bool) (dataStructure, error) {
-	return decodeCommandAs(p, traces, false)
+	return decodeCommandAs(p, traces, false, nil)
 }
 
-// decodeCommandAs decodes a frame payload in loose or tight encoding.
-func decodeCommandAs(p []byte, traces, tight bool) (dataStructure, error) {
+// decodeCommandAs decodes a frame payload in loose or tight encoding,
+// interning identifiers in ns (nil: none).
+func decodeCommandAs(p []byte, traces, tight bool, ns names) (dataStructure, error) {
 	if len(p) == 0 {
 		return nil, fmt.Errorf("empty frame")
 	}
@@ -127,7 +128,7 @@ func decodeCommandAs(p []byte, traces, tight bool) (dataStructure, error) {
 	if ds == nil {
 		return nil, errUnknownCommand(p[0])
 	}
-	r := &reader{b: p, off: 1, traces: traces, tight: tight}
+	r := &reader{b: p, off: 1, traces: traces, tight: tight, names: ns}
 	if tight {
 		r.bitsFrom()
 	}

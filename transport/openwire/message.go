@@ -68,8 +68,9 @@ func fromDestination(d destination.Destination) *dest {
 // passed in their marshalled form with Bytes set (only OpenWire can read
 // them; Native carries the type). ReplyTo is in ActiveMQ's STOMP spelling
 // (see replyToPath).
-func toMessage(m *message, redeliveries int32) (*transport.Message, error) {
-	props, err := decodeProps(m.Props)
+// Property names are interned in ns (nil: none).
+func toMessage(m *message, redeliveries int32, ns names) (*transport.Message, error) {
+	props, err := decodeProps(m.Props, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package openwire
 import (
 	"fmt"
 	"math"
-	"unicode/utf16"
 
 	"github.com/brokernet/brokernet/transport"
 )
@@ -38,11 +37,12 @@ const maxMapEntries = 1 << 20
 // int8, uint16 (char), int16, int32, int64, float32, float64, []byte, nil,
 // and for nested maps and lists []transport.Property and []any (ActiveMQ
 // allows those as object properties; JMS does not).
-func decodeProps(p []byte) ([]transport.Property, error) {
+// Names are interned in ns (nil: none).
+func decodeProps(p []byte, ns names) ([]transport.Property, error) {
 	if p == nil {
 		return nil, nil
 	}
-	r := &reader{b: p}
+	r := &reader{b: p, names: ns}
 	props := r.primitiveMap()
 	if r.err != nil {
 		return nil, fmt.Errorf("decoding properties: %w", r.err)
@@ -67,7 +67,7 @@ func (r *reader) primitiveMap() []transport.Property {
 	}
 	props := make([]transport.Property, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
-		name := r.utf()
+		name := r.name()
 		props = append(props, transport.Property{Name: name, Value: r.primitive()})
 	}
 	return props
@@ -202,7 +202,7 @@ func (w *writer) primitive(v any, depth int) error {
 	case string:
 		// MarshallingSupport.marshalString: writeUTF below Short.MAX_VALUE/4
 		// UTF-16 units, the int-length form above.
-		if len(utf16.Encode([]rune(v))) < math.MaxInt16/4 {
+		if shortUTF16(v) {
 			w.u8(ptString)
 			w.utf(v)
 		} else {
@@ -233,4 +233,24 @@ func (w *writer) primitive(v any, depth int) error {
 		return fmt.Errorf("value of type %T cannot be an OpenWire property", v)
 	}
 	return nil
+}
+
+// shortUTF16 reports whether s has fewer than Short.MAX_VALUE/4 UTF-16
+// units as Java holds it (an invalid UTF-8 byte is one U+FFFD), without
+// converting it: every string property of every message sent is measured.
+func shortUTF16(s string) bool {
+	const limit = math.MaxInt16 / 4
+	if len(s) < limit {
+		return true // UTF-8 takes at least as many bytes as UTF-16 units
+	}
+	n := 0
+	for _, r := range s {
+		if n++; r >= 0x10000 {
+			n++
+		}
+		if n >= limit {
+			return false
+		}
+	}
+	return true
 }

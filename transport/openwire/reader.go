@@ -46,7 +46,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		if cap(p) <= 1<<20 {
 			buf = p // reuse small buffers; decoded values are copies
 		}
-		cmd, err := decodeCommandAs(p, c.traces, c.tight)
+		cmd, err := decodeCommandAs(p, c.traces, c.tight, c.names)
 		if err != nil {
 			var unknown errUnknownCommand
 			if !errors.As(err, &unknown) {
@@ -146,7 +146,7 @@ func (c *Conn) dispatch(md *messageDispatch) {
 		c.events.push(transport.Event{Kind: transport.Delivery, Sub: sub.id, Msg: &transport.Message{ID: m.MessageID.String()}})
 		return
 	}
-	tm, err := toMessage(m, md.RedeliveryCounter)
+	tm, err := toMessage(m, md.RedeliveryCounter, c.names)
 	if err != nil {
 		// The message cannot be read, but it is the broker's: poison-ack it
 		// so it goes to the DLQ instead of blocking the prefetch window.
@@ -174,7 +174,7 @@ const (
 // advisory.Event the STOMP/JSON path builds (advisory.ParseActiveMQ).
 func (c *Conn) advisoryEvent(m *message) (advisory.Event, error) {
 	ev := advisory.Event{ConsumerCount: -1}
-	props, err := decodeProps(m.Props)
+	props, err := decodeProps(m.Props, nil)
 	if err != nil {
 		return ev, fmt.Errorf("advisory %s: %w", m.MessageID, err)
 	}

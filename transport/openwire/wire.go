@@ -35,6 +35,33 @@ type reader struct {
 	tight bool
 	bits  []byte
 	bit   int
+	// names interns identifiers (nil: none).
+	names names
+}
+
+// names keeps the strings a connection's frames repeat in every message:
+// connection ids, destination and property names. Decoding one is then a
+// map lookup instead of an allocation. Only the connection's reader
+// goroutine uses it; a nil names interns nothing.
+type names map[string]string
+
+// maxNames bounds a names; one that fills up starts over.
+const maxNames = 1024
+
+// get returns p decoded, the interned copy when p is ASCII.
+func (n names) get(p []byte) string {
+	if n == nil || !isASCII(p) {
+		return decodeMUTF8(p)
+	}
+	if s, ok := n[string(p)]; ok {
+		return s
+	}
+	if len(n) >= maxNames {
+		clear(n)
+	}
+	s := string(p)
+	n[s] = s
+	return s
 }
 
 // bitsFrom reads a marshalled BooleanStream (BooleanStream.unmarshal): a
@@ -151,6 +178,23 @@ func (r *reader) i64() int64 {
 func (r *reader) utf() string {
 	n := r.u16()
 	return decodeMUTF8(r.take(n))
+}
+
+// name is utf for an identifier: interned (names).
+func (r *reader) name() string {
+	n := r.u16()
+	return r.names.get(r.take(n))
+}
+
+// optName is str for an identifier: interned (names).
+func (r *reader) optName() string {
+	if !r.bool() {
+		return ""
+	}
+	if r.tight {
+		r.nextBit()
+	}
+	return r.name()
 }
 
 // str reads an optional string (looseUnmarshalString); absent reads as "".
@@ -318,8 +362,20 @@ func (w *writer) str(s string) {
 
 // isASCII reports whether s is all U+0001..U+007F (tightMarshalString1's
 // isOnlyAscii): the same bytes in modified UTF-8 and in UTF-8.
+// Bodies pass through it twice per message, so it tests eight bytes a word:
+// x&hi finds a byte of 0x80 or more; with none, (x-lo)&^x&hi is non-zero
+// exactly when some byte is 0.
 func isASCII[T string | []byte](s T) bool {
-	for i := 0; i < len(s); i++ {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if (x|(x-lo)&^x)&hi != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] == 0 || s[i] >= 0x80 {
 			return false
 		}
