@@ -34,9 +34,9 @@ deps:
 
 # test runs every test: unit tests and integration tests against real brokers
 # that the tests start themselves on free ports. On a 2-core machine the whole
-# run took 7.5-14 min on clean clones (the machine's speed varies by the hour),
+# run took 7.5-15 min on clean clones (the machine's speed varies by the hour),
 # of which the bridge package (its broker tests run two at a time, t.Parallel)
-# 6.5-10; the timeout leaves room for a loaded machine.
+# 6.5-10.5; the timeout leaves room for a loaded machine.
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
 

@@ -274,7 +274,7 @@ func BenchmarkForwarding(b *testing.B) {
 	for _, p := range splitList(*flagMinimal) {
 		minimalOn[p] = true
 	}
-	rounds := repeatRounds(b)
+	rounds := checkFlags(b)
 	settings := []brokerSettings{defaultSettings}
 	if *flagTuned {
 		settings = append(settings, tunedSettings)
@@ -294,12 +294,13 @@ func BenchmarkForwarding(b *testing.B) {
 	}
 }
 
-// repeatRounds is -bench.repeat, checked.
-func repeatRounds(b *testing.B) int {
+// checkFlags checks the flags every benchmark shares and returns the rounds
+// to run (-bench.repeat).
+func checkFlags(b *testing.B) int {
 	if *flagRepeat < 1 {
 		b.Fatalf("-bench.repeat=%d: want at least 1 round", *flagRepeat)
 	}
-	if p := brokerProfile(); p != "debian" && p != "test" {
+	if p := *flagBrokers; p != "debian" && p != "test" {
 		b.Fatalf("-bench.brokers=%q: want debian or test", p)
 	}
 	return *flagRepeat
@@ -380,7 +381,7 @@ func usPerMsg(d time.Duration, n int) float64 {
 func startBroker(b *testing.B, set brokerSettings, name string, persistent bool, connectors ...string) *testbroker.ActiveMQ {
 	b.Helper()
 	t0 := time.Now()
-	debian := brokerProfile() == "debian"
+	debian := *flagBrokers == "debian"
 	x := testbroker.StartActiveMQ(b, testbroker.Options{
 		Name:              name,
 		ID:                name + "-id",
@@ -395,12 +396,9 @@ func startBroker(b *testing.B, set brokerSettings, name string, persistent bool,
 	return x
 }
 
-// brokerProfile is -bench.brokers (repeatRounds checks it).
-func brokerProfile() string { return *flagBrokers }
-
 // brokerProfileDesc says how the brokers ran, for the table header.
 func brokerProfileDesc() string {
-	if brokerProfile() == "debian" {
+	if *flagBrokers == "debian" {
 		return "as Debian's package runs them (persistent KahaDB, non-persistent messages included; -Xms512M -Xmx512M, the JVM's default collector, UseDedicatedTaskRunner=true, ActiveMQ's default memory limits)"
 	}
 	return "the test brokers' profile (KahaDB only in persistent mode; 256 MB heap, serial collector, 64 MB memory limit)"

@@ -63,7 +63,7 @@ func BenchmarkActiveMQToRabbitMQ(b *testing.B) {
 		}
 	}
 	testbroker.Require(b)
-	rounds := repeatRounds(b)
+	rounds := checkFlags(b)
 	results := runRounds(b, rounds, modes, paths, func(mode, path string) *result {
 		return &result{settings: brokerSettings{name: "activemq-rabbitmq", desc: "ActiveMQ (Debian defaults) to RabbitMQ 3.10 (defaults)"}, mode: mode, path: path}
 	}, runCrossPath)

@@ -74,7 +74,7 @@ func BenchmarkRabbitMQ(b *testing.B) {
 			b.Fatalf("unknown path %q in -bench.rabbitpaths (want federation or brokernet-amqp)", p)
 		}
 	}
-	rounds := repeatRounds(b)
+	rounds := checkFlags(b)
 	results := runRounds(b, rounds, splitList(*flagModes), paths, func(mode, path string) *result {
 		return &result{settings: brokerSettings{name: "rabbitmq", desc: "RabbitMQ 3.10 defaults"}, mode: mode, path: path}
 	}, runRabbitPath)
