@@ -120,6 +120,8 @@ type Consumer struct {
 	conn    *stomp.Conn
 	confirm bool // ACK with a receipt
 
+	// dmu, not mu: a receipt's callback may run on the connection's
+	// goroutine while run holds mu, waiting on that connection.
 	dmu   sync.Mutex
 	doubt map[int]int // seq → messages counted whose ACK is not confirmed
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 )
 
 // Data structure type codes (org.apache.activemq.command.CommandTypes).
@@ -339,7 +338,17 @@ func (x *producerID) String() string {
 	if x == nil {
 		return ""
 	}
-	return x.ConnectionID + ":" + strconv.FormatInt(x.SessionID, 10) + ":" + strconv.FormatInt(x.Value, 10)
+	var buf [64]byte
+	return string(x.appendText(buf[:0]))
+}
+
+// appendText appends String's text to b.
+func (x *producerID) appendText(b []byte) []byte {
+	b = append(b, x.ConnectionID...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, x.SessionID, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, x.Value, 10)
 }
 
 type brokerID struct{ Value string }
@@ -381,20 +390,14 @@ func (x *messageID) String() string {
 		}
 		return "ID:" + x.TextView
 	}
-	if x.ProducerID == nil {
-		return ":" + strconv.FormatInt(x.ProducerSeq, 10)
+	// Every delivery's id is built here: one allocation, the string.
+	var buf [96]byte
+	b := buf[:0]
+	if x.ProducerID != nil {
+		b = x.ProducerID.appendText(b)
 	}
-	// Every delivery's id is built here: one allocation.
-	p := x.ProducerID
-	var b strings.Builder
-	var n [20]byte
-	b.Grow(len(p.ConnectionID) + 3 + 3*20)
-	b.WriteString(p.ConnectionID)
-	for _, v := range [3]int64{p.SessionID, p.Value, x.ProducerSeq} {
-		b.WriteByte(':')
-		b.Write(strconv.AppendInt(n[:0], v, 10))
-	}
-	return b.String()
+	b = append(b, ':')
+	return string(strconv.AppendInt(b, x.ProducerSeq, 10))
 }
 
 type localTxID struct {

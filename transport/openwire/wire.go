@@ -188,26 +188,31 @@ func (r *reader) name() string {
 
 // optName is str for an identifier: interned (names).
 func (r *reader) optName() string {
-	if !r.bool() {
+	if !r.strPresent() {
 		return ""
-	}
-	if r.tight {
-		r.nextBit()
 	}
 	return r.name()
 }
 
 // str reads an optional string (looseUnmarshalString); absent reads as "".
-// Tight encoding adds a bit saying the string is ASCII, which changes
-// nothing for the reader: ASCII is its own modified UTF-8.
 func (r *reader) str() string {
-	if !r.bool() {
+	if !r.strPresent() {
 		return ""
+	}
+	return r.utf()
+}
+
+// strPresent reads the flags before an optional string and reports whether
+// one follows. Tight encoding adds a bit saying the string is ASCII, which
+// changes nothing for the reader: ASCII is its own modified UTF-8.
+func (r *reader) strPresent() bool {
+	if !r.bool() {
+		return false
 	}
 	if r.tight {
 		r.nextBit()
 	}
-	return r.utf()
+	return true
 }
 
 // bytes reads an optional int-length byte sequence; absent reads as nil.

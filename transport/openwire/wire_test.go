@@ -44,7 +44,7 @@ func TestIsASCIIWordByWord(t *testing.T) {
 	}
 }
 
-// TestMessageIDString checks MessageId.toString's two forms.
+// TestMessageIDString checks MessageId.toString's two forms, and ProducerId's.
 func TestMessageIDString(t *testing.T) {
 	for _, c := range []struct {
 		id   *messageID
@@ -59,6 +59,9 @@ func TestMessageIDString(t *testing.T) {
 		if got := c.id.String(); got != c.want {
 			t.Errorf("String() = %q, want %q", got, c.want)
 		}
+	}
+	if got := (&producerID{ConnectionID: "ID:h-1", SessionID: 2, Value: 3}).String(); got != "ID:h-1:2:3" {
+		t.Errorf("producerID.String() = %q", got)
 	}
 }
 
