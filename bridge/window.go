@@ -16,9 +16,11 @@ import (
 // to MaxCommits batches awaiting confirmation, so batches grow with load. When a
 // batch is confirmed, each subscription settles the longest run of confirmed
 // entries at its head (one cumulative acknowledgement where the transport has
-// them), followed by a Sync on that connection; only when the Sync is confirmed do
-// the entries leave the window. A crash at any moment therefore leaves at most
-// Window messages forwarded but unsettled — the most that can be delivered twice.
+// them), followed by a Sync on that connection; only when the Sync is confirmed
+// (for a persistent ActiveMQ: the settlements are on its disk) do the entries
+// leave the window. A crash at any moment, of the bridge or of the local broker,
+// therefore leaves at most Window messages forwarded but unsettled — the most
+// that can be delivered twice.
 
 // entry is one local delivery the session took.
 type entry struct {

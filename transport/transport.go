@@ -82,7 +82,12 @@ type Conn interface {
 	// is cumulative may acknowledge only the last one.
 	Settle(ctx context.Context, sub string, refs []Ref, outcome Outcome) error
 	// Sync returns a token confirmed once the broker has processed everything
-	// written on this connection before it (in particular earlier Settles).
+	// written on this connection before it (in particular earlier Settles) and,
+	// where the broker stores settlements on disk as it goes (a persistent
+	// ActiveMQ), stored them: a crash of the broker after the confirmation does
+	// not bring those messages back. (RabbitMQ 3.10 cannot promise that: its
+	// classic queues journal acknowledgements lazily, and a SIGKILL can bring
+	// back messages it had confirmed as settled.)
 	Sync(ctx context.Context) (Token, error)
 
 	// Close ends the connection gracefully: it returns once the broker has

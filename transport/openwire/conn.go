@@ -961,8 +961,9 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 // proves they were processed). When the last of them acknowledges no
 // persistent message, the request rides on it: Settle holds its last
 // cumulative ack unwritten until then (the ack tail). Otherwise it is a
-// TransactionInfo BEGIN asking for the response, then the ROLLBACK of that
-// empty transaction. Either way a persistent ActiveMQ (KahaDB) syncs its
+// TransactionInfo BEGIN, then the ROLLBACK of that empty transaction asking
+// for the response, which a persistent ActiveMQ sends once the acks before it
+// are on disk (see syncPair). Either way a persistent ActiveMQ (KahaDB) syncs its
 // journal to disk for an ack of persistent messages that asks for a response,
 // and for every COMMIT and ROLLBACK, empty ones included; an ack of
 // non-persistent messages never touches the store.
@@ -1011,11 +1012,11 @@ func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 		}
 	}
 	begin, rollback := c.syncPair([]transport.Token{tok})
-	if err := c.write(ctx, begin.cmd, begin.onResponse); err != nil {
+	if err := c.write(ctx, begin, nil); err != nil {
 		return 0, c.syncFailed(err)
 	}
-	if err := c.write(ctx, rollback, nil); err != nil {
-		return 0, fmt.Errorf("syncing: %w", err)
+	if err := c.write(ctx, rollback.cmd, rollback.onResponse); err != nil {
+		return 0, c.syncFailed(err)
 	}
 	return tok, nil
 }
@@ -1048,13 +1049,22 @@ type request struct {
 	onResponse func(command)
 }
 
-// syncPair builds a Sync's BEGIN, whose response confirms toks and releases
-// what was held meanwhile, and its ROLLBACK.
-func (c *Conn) syncPair(toks []transport.Token) (request, command) {
+// syncPair builds a Sync's BEGIN and its ROLLBACK, whose response confirms
+// toks and releases what was held meanwhile.
+//
+// The response is asked of the ROLLBACK, not the BEGIN: ActiveMQ answers a
+// command once it has handled it, and handling an ack of persistent messages
+// only queues their removal for KahaDB's journal writer, so the BEGIN's
+// response may leave before the removals reach the file and a SIGKILL then
+// loses them (the broker delivers again messages whose settlement was
+// confirmed). The rollback record is written and synced before its response
+// leaves, after everything queued before it (see transport/stomp's syncPair
+// for what was measured).
+func (c *Conn) syncPair(toks []transport.Token) (command, request) {
 	tx := &localTxID{Value: c.txSeq.Add(1), ConnectionID: c.connID}
 	begin := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txBegin}
 	rollback := &transactionInfo{ConnectionID: c.connID, TransactionID: tx, Type: txRollback}
-	return request{cmd: begin, onResponse: c.syncDone(toks)}, rollback
+	return begin, request{cmd: rollback, onResponse: c.syncDone(toks)}
 }
 
 // syncDone returns what handles a Sync's response: it confirms toks and
@@ -1095,8 +1105,8 @@ func (c *Conn) releaseHeld() {
 		return
 	}
 	begin, rollback := c.syncPair(toks)
-	c.writeFromReaderAwaiting(begin.cmd, begin.onResponse)
-	c.writeFromReader(rollback)
+	c.writeFromReader(begin)
+	c.writeFromReaderAwaiting(rollback.cmd, rollback.onResponse)
 }
 
 // writeFromReaderAwaiting is writeFromReader for a command that asks for a

@@ -244,7 +244,7 @@ func TestSyncRidesOnNonPersistentAck(t *testing.T) {
 	settle(1)
 	settle(2)
 	sync()
-	expect("sync after an ack of a persistent message", seen{"ack 2", false}, seen{"ack 3", false}, seen{"begin", true}, seen{"rollback", false})
+	expect("sync after an ack of a persistent message", seen{"ack 2", false}, seen{"ack 3", false}, seen{"begin", false}, seen{"rollback", true})
 }
 
 // expectCommands reads len(want) commands the fake broker saw from cmds and
