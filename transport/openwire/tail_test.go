@@ -16,42 +16,53 @@ import (
 // confirmed by a response to its last message, not by an empty transaction
 // (which a persistent ActiveMQ fsyncs); a persistent message in the batch
 // brings the transaction back, after the held message; Flush writes the held
-// message asking for a response, which confirms the next Commit if no message
-// was written since, whether it arrives before that Commit or after.
+// message asking for nothing, and the next Commit then pings (a KeepAliveInfo
+// asking for a response), answered as ActiveMQ's InactivityMonitor does (the
+// KeepAliveInfo back) or, without a monitor, with a Response. A KeepAliveInfo
+// of the broker's own confirms nothing.
 func TestCommitResponseOnLastMessage(t *testing.T) {
 	type seen struct {
-		what string // "msg N" (producer sequence), "begin", "commit" or "rollback"
+		what string // "msg N" (producer sequence), "begin", "commit", "rollback" or "ping"
 		resp bool   // it asked for a response
 	}
 	cmds := make(chan seen, 100)
-	gate := make(chan struct{}) // the response to message 7 waits for it
+	gate := make(chan struct{}) // the answer to the first ping waits for it
+	pings := 0
 	c := dialFake(t, func(nc net.Conn, br *bufio.Reader) {
 		readCommands(br, func(cmd command) {
 			s := seen{resp: cmd.base().ResponseRequired}
+			id := cmd.base().CommandID
+			r := encodeFrame(&response{CorrelationID: id})
 			switch x := cmd.(type) {
 			case *message:
 				s.what = fmt.Sprintf("msg %d", x.MessageID.ProducerSeq)
 			case *transactionInfo:
 				s.what = map[byte]string{txBegin: "begin", txCommitOnePhase: "commit", txRollback: "rollback"}[x.Type]
+			case *keepAliveInfo:
+				s.what = "ping"
+				if pings++; pings == 1 {
+					// As the InactivityMonitor: the KeepAliveInfo comes back,
+					// after one of the broker's own.
+					echo := encodeFrame(&keepAliveInfo{baseCommand{CommandID: id}})
+					cmds <- s
+					go func() {
+						<-gate
+						nc.Write(encodeFrame(&keepAliveInfo{}))
+						time.Sleep(50 * time.Millisecond)
+						nc.Write(echo)
+					}()
+					return
+				}
 			default:
 				if s.resp {
-					nc.Write(encodeFrame(&response{CorrelationID: cmd.base().CommandID}))
+					nc.Write(r)
 				}
 				return
 			}
 			cmds <- s
-			if !s.resp {
-				return
+			if s.resp {
+				nc.Write(r)
 			}
-			r := encodeFrame(&response{CorrelationID: cmd.base().CommandID})
-			if s.what == "msg 7" {
-				go func() {
-					<-gate
-					nc.Write(r)
-				}()
-				return
-			}
-			nc.Write(r)
 		})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -109,44 +120,40 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 	confirmed(commit())
 	expect("mixed batch", seen{"msg 4", false}, seen{"begin", false}, seen{"msg 5", false}, seen{"commit", true})
 
-	// Flushed, and its response arrived before the Commit.
+	// Flushed: the Commit pings; the KeepAliveInfo back confirms it, the
+	// broker's own before it does not.
 	send(false)
 	flush()
-	expect("flushed", seen{"msg 6", true})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.early.mu.Lock()
-		arrived := c.early.arrived
-		c.early.mu.Unlock()
-		if arrived {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the flushed message's response never arrived")
-		}
-	}
-	confirmed(commit())
-	expect("commit after a flush whose response arrived")
-
-	// Flushed, and its response arrives after the Commit.
-	send(false)
-	flush()
-	expect("flushed, response held", seen{"msg 7", true})
+	expect("flushed", seen{"msg 6", false})
 	tok := commit()
-	expect("commit before the flushed message's response")
+	expect("commit after a flush", seen{"ping", true})
 	select {
 	case ev := <-c.Events():
-		t.Fatalf("event %+v before the response", ev)
+		t.Fatalf("event %+v before the ping's answer", ev)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(gate)
+	select {
+	case ev := <-c.Events():
+		t.Fatalf("event %+v after the broker's own KeepAliveInfo, before the ping's", ev)
+	case <-time.After(30 * time.Millisecond):
+	}
 	confirmed(tok)
+
+	// Flushed twice: still one ping, answered with a Response this time.
+	send(false)
+	flush()
+	send(false)
+	flush()
+	confirmed(commit())
+	expect("two flushes, a Commit", seen{"msg 7", false}, seen{"msg 8", false}, seen{"ping", true})
 
 	// A message after the flushed one: the response rides on it as usual.
 	send(false)
 	flush()
 	send(false)
 	confirmed(commit())
-	expect("a message after a flush", seen{"msg 8", true}, seen{"msg 9", true})
+	expect("a message after a flush", seen{"msg 9", false}, seen{"msg 10", true})
 }
 
 // TestSyncRidesOnNonPersistentAck: a Sync after acks of non-persistent
