@@ -26,7 +26,8 @@ dist:
 	@cat $(DIST)/SHA256SUMS
 
 # deps installs what the integration tests and the demo need (Debian packages):
-# ActiveMQ, RabbitMQ, and chromium and systemd-analyze for the operations tests.
+# ActiveMQ, RabbitMQ, chromium and systemd-analyze for the operations tests, and
+# strace for transport/endpoint's crash test.
 deps:
 	bash testdata/activemq.sh install
 	bash testdata/rabbitmq.sh install
