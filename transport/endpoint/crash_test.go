@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/amqptest"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
@@ -109,7 +109,11 @@ func killAfterSync(t *testing.T, a *testbroker.ActiveMQ, uri, q string, k int) {
 				t.Fatal(err)
 			}
 			refs = refs[:0]
-			settled = seq(t, ev.Msg)
+			s, ok := amqptest.Seq(ev.Msg)
+			if !ok {
+				t.Fatalf("a delivery without stomptest's seq property: %+v", ev.Msg)
+			}
+			settled = s
 			tok, err := c.Sync(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -153,14 +157,4 @@ func killAfterSync(t *testing.T, a *testbroker.ActiveMQ, uri, q string, k int) {
 	if back > 0 {
 		t.Errorf("%d messages whose settlement a Sync confirmed came back after a SIGKILL", back)
 	}
-}
-
-// seq is the number in stomptest's body "message SEQ".
-func seq(t *testing.T, m *transport.Message) int {
-	t.Helper()
-	n, err := strconv.Atoi(strings.TrimPrefix(string(m.Body), "message "))
-	if err != nil {
-		t.Fatalf("unexpected body %q", m.Body)
-	}
-	return n
 }
