@@ -43,6 +43,7 @@ package bench
 //	-bench.window=0 -bench.prefetch=0   brokernet --window/--prefetch (0: its default)
 //	-bench.bin=PATH            a prebuilt brokernet (default: go build ./cmd/brokernet once)
 //	-bench.quietwait=60s       before each path, wait up to this long for an idle machine
+//	-bench.damon=pause         stop the kernel's DAMON kdamonds for the run (keep: leave them running; damon.go)
 //	-bench.size=1024           body size
 //
 // The tables go to stdout at the end; each path (of each round) also reports
@@ -85,7 +86,11 @@ var (
 	flagBrokers      = flag.String("bench.brokers", "debian", "how the ActiveMQ brokers run: debian (as Debian's package runs them: persistent KahaDB, -Xms512M -Xmx512M, the JVM's default collector, ActiveMQ's default memory limits) or test (the test brokers' profile: non-persistent unless the mode is persistent, 256 MB heap, serial collector, 64 MB memory limit)")
 	flagLatencies    = flag.String("bench.latencies", "", "write the paced phase's latency of every message (by sequence number, with the phase's start and the brokers' pids) into this folder, one file per mode, path and round")
 	flagQuietWait    = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
+	flagDAMON        = flag.String("bench.damon", "pause", "pause: stop the kernel's running DAMON kdamonds for the run and start them again at the end (their sampling stalls every process; damon.go); keep: leave them running")
 )
+
+// damonNote says in the tables' header what became of DAMON (checkFlags).
+var damonNote string
 
 const (
 	modeNonPersistent = "non-persistent"
@@ -302,6 +307,30 @@ func checkFlags(b *testing.B) int {
 	}
 	if p := *flagBrokers; p != "debian" && p != "test" {
 		b.Fatalf("-bench.brokers=%q: want debian or test", p)
+	}
+	switch *flagDAMON {
+	case "pause":
+		paused, restart, err := PauseDAMON(damonAdmin)
+		b.Cleanup(func() {
+			if err := restart(); err != nil {
+				b.Errorf("-bench.damon=pause: %v", err)
+			}
+		})
+		switch {
+		case err != nil:
+			damonNote = fmt.Sprintf("DAMON left running (%v): expect stalls of tens of ms in every path", err)
+		case len(paused) > 0:
+			damonNote = "DAMON kdamond " + strings.Join(paused, ", ") + " stopped for the run"
+		}
+	case "keep":
+		if running := RunningDAMON(damonAdmin); len(running) > 0 {
+			damonNote = "DAMON kdamond " + strings.Join(running, ", ") + " kept running (-bench.damon=keep)"
+		}
+	default:
+		b.Fatalf("-bench.damon=%q: want pause or keep", *flagDAMON)
+	}
+	if damonNote != "" {
+		b.Log(damonNote)
 	}
 	return *flagRepeat
 }
@@ -617,6 +646,9 @@ func printTable(w io.Writer, results []*result, rounds int) {
 		set.desc+"; "+brokerProfileDesc(), *flagBodySize, *flagN, *flagNPersistent, *flagReceiptEvery, *flagInFlight, persistentBatch, persistentInFlight, *flagConsPrefetch, *flagRate, *flagSteady, *flagWarmup)
 	if rounds > 1 {
 		fmt.Fprintf(w, "; %d interleaved rounds, fresh brokers for every run (#k: round k)", rounds)
+	}
+	if damonNote != "" {
+		fmt.Fprintf(w, "; %s", damonNote)
 	}
 	fmt.Fprintln(w)
 	rateCol := fmt.Sprintf("@%.0f", *flagRate)
