@@ -1043,7 +1043,11 @@ func SendFrame(m *transport.Message, tx string) *frame.Frame {
 	}
 	if m.Bytes {
 		// A content-length makes ActiveMQ build a BytesMessage, its absence a
-		// TextMessage: keep whichever the producer chose.
+		// TextMessage: keep whichever the producer chose. (Without one ActiveMQ
+		// reads the body a byte at a time, about 13 µs per KiB message on the
+		// bench's broker; "amq-msg-type:text" would keep a length-announced
+		// body text, but ActiveMQ 5.17 then keeps both headers as properties.
+		// bench/RESULTS.md, 2026-12-03.)
 		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
 	}
 	if m.ContentType != "" {
