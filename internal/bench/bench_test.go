@@ -42,6 +42,7 @@ package bench
 //	-bench.consumerprefetch=5000   activemq.prefetchSize of the harness's consumer
 //	-bench.window=0 -bench.prefetch=0   brokernet --window/--prefetch (0: its default)
 //	-bench.bin=PATH            a prebuilt brokernet (default: go build ./cmd/brokernet once)
+//	-bench.bridgeflags="..."   more brokernet bridge flags (e.g. "--stuck-interval 0")
 //	-bench.quietwait=60s       before each path, wait up to this long for an idle machine
 //	-bench.damon=pause         stop the kernel's DAMON kdamonds for the run (keep: leave them running; damon.go)
 //	-bench.size=1024           body size
@@ -81,6 +82,7 @@ var (
 	flagWindow       = flag.Int("bench.window", 0, "brokernet --window (0: its default)")
 	flagPrefetch     = flag.Int("bench.prefetch", 0, "brokernet --prefetch (0: its default)")
 	flagBodySize     = flag.Int("bench.size", 1024, "message body size in bytes")
+	flagBridgeFlags  = flag.String("bench.bridgeflags", "", "more flags for brokernet bridge, space-separated (e.g. \"--stuck-interval 0\" to compare a setting)")
 	flagBin          = flag.String("bench.bin", "", "use this brokernet binary instead of building ./cmd/brokernet")
 	flagRepeat       = flag.Int("bench.repeat", 3, "rounds: each mode×path runs this many times, interleaved, and the summary gives median and range (1: a single run, no summary)")
 	flagBrokers      = flag.String("bench.brokers", "debian", "how the ActiveMQ brokers run: debian (as Debian's package runs them: persistent KahaDB, -Xms512M -Xmx512M, the JVM's default collector, ActiveMQ's default memory limits) or test (the test brokers' profile: non-persistent unless the mode is persistent, 256 MB heap, serial collector, 64 MB memory limit)")
@@ -650,6 +652,9 @@ func printTable(w io.Writer, results []*result, rounds int) {
 	if damonNote != "" {
 		fmt.Fprintf(w, "; %s", damonNote)
 	}
+	if *flagBridgeFlags != "" {
+		fmt.Fprintf(w, "; brokernet bridge %s", *flagBridgeFlags)
+	}
 	fmt.Fprintln(w)
 	rateCol := fmt.Sprintf("@%.0f", *flagRate)
 	if *flagRate >= 1000 && int(*flagRate)%1000 == 0 {
@@ -725,6 +730,7 @@ func printTable(w io.Writer, results []*result, rounds int) {
 		}
 	}
 	printIOCalls(w, rows, rounds)
+	printJVMThreads(w, rows, rounds)
 
 	if rounds > 1 {
 		fmt.Fprintln(w)
@@ -774,6 +780,36 @@ func printIOCalls(w io.Writer, rows []*rowRounds, rounds int) {
 				}
 				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %13s %13s %13s\n", r.mode, r.label(rounds), phase, p.n,
 					per100(p.cpu.IOA, p.n), per100(p.cpu.IOB, p.n), br)
+			}
+			row("full", r.full)
+			if r.steady.n > 0 {
+				row("paced", r.steady)
+			}
+		}
+	}
+}
+
+// printJVMThreads prints the brokers' CPU per message by thread kind in each
+// phase: garbage collection (collector workers and the VM thread that runs
+// their pauses), JIT compilers, and the rest (ActiveMQ's own threads).
+func printJVMThreads(w io.Writer, rows []*rowRounds, rounds int) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Brokers' CPU per message by thread kind, µs, gc/jit/rest (/proc/PID/task/*: gc = GC workers and the VM thread, jit = compilers, rest = ActiveMQ's threads, exited ones included):")
+	fmt.Fprintf(w, "%-15s %-28s %-10s %7s %14s %14s\n", "mode", "path", "phase", "msgs", "brokerA", "brokerB")
+	split := func(total time.Duration, t JVMThreads, n int) string {
+		if n == 0 || total == 0 {
+			return "-"
+		}
+		return perMsg(t.GC, n) + "/" + perMsg(t.JIT, n) + "/" + perMsg(max(0, total-t.GC-t.JIT), n)
+	}
+	for _, g := range rows {
+		for _, r := range g.runs {
+			if r.rate == 0 {
+				continue
+			}
+			row := func(phase string, p phaseStats) {
+				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %14s %14s\n", r.mode, r.label(rounds), phase, p.n,
+					split(p.cpu.BrokerA, p.cpu.JVMA, p.n), split(p.cpu.BrokerB, p.cpu.JVMB, p.n))
 			}
 			row("full", r.full)
 			if r.steady.n > 0 {

@@ -634,13 +634,18 @@ func ProcCPU(pid int) time.Duration {
 	if err != nil {
 		return 0
 	}
-	// Fields after the parenthesised command: state is field 3; utime and stime
-	// are fields 14 and 15.
-	i := bytes.LastIndexByte(data, ')')
+	return statCPU(string(data))
+}
+
+// statCPU is utime+stime of a /proc/PID/stat or /proc/PID/task/TID/stat line.
+func statCPU(stat string) time.Duration {
+	// Fields after the parenthesised command (which may hold spaces): state is
+	// field 3; utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
 		return 0
 	}
-	f := strings.Fields(string(data[i+1:]))
+	f := strings.Fields(stat[i+1:])
 	if len(f) < 13 {
 		return 0
 	}
@@ -661,6 +666,9 @@ type CPUSample struct {
 	// brokers and the bridge (/proc/PID/io): how many segments and wake-ups
 	// a message costs each of them.
 	IOA, IOB, IOBridge IOCalls
+
+	// JVMA and JVMB split the brokers' CPU time by thread kind.
+	JVMA, JVMB JVMThreads
 }
 
 // IOCalls counts read-like and write-like system calls (/proc/PID/io syscr
@@ -710,6 +718,9 @@ func TakeCPU(pidA, pidB, pidBridge int) CPUSample {
 		IOA:      ProcIO(pidA),
 		IOB:      ProcIO(pidB),
 		IOBridge: ProcIO(pidBridge),
+
+		JVMA: JVMThreadCPU(pidA),
+		JVMB: JVMThreadCPU(pidB),
 	}
 }
 
@@ -726,6 +737,9 @@ func (s CPUSample) Sub(o CPUSample) CPUUse {
 		IOA:      s.IOA.sub(o.IOA),
 		IOB:      s.IOB.sub(o.IOB),
 		IOBridge: s.IOBridge.sub(o.IOBridge),
+
+		JVMA: s.JVMA.sub(o.JVMA),
+		JVMB: s.JVMB.sub(o.JVMB),
 	}
 }
 
@@ -735,6 +749,7 @@ type CPUUse struct {
 	Wall                                     time.Duration
 	BrokerA, BrokerB, Bridge, Bench, Machine time.Duration
 	IOA, IOB, IOBridge                       IOCalls
+	JVMA, JVMB                               JVMThreads
 }
 
 // Other is the machine's CPU time not spent by the measured processes: kernel

@@ -41,6 +41,7 @@ func startBenchBridge(b *testing.B, r *result, local, remote string) *Bridge {
 	if *flagPrefetch > 0 {
 		args = append(args, "--prefetch", fmt.Sprint(*flagPrefetch))
 	}
+	args = append(args, strings.Fields(*flagBridgeFlags)...)
 	args = append(args, local, remote)
 	br, err := StartBridge(bin, args...)
 	if err != nil {
