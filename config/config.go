@@ -49,6 +49,12 @@ const (
 	DefaultPrefetchSize = 1000
 	// DefaultWindow is the number of unconfirmed messages in flight (bridge.DefaultWindow).
 	DefaultWindow = 500
+	// DefaultStuckInterval is how often stuck messages are counted
+	// (bridge.DefaultStuckInterval).
+	DefaultStuckInterval = 10 * time.Second
+	// MinStuckInterval is the shortest StuckInterval: every count browses each
+	// demanded queue on the local broker.
+	MinStuckInterval = time.Second
 	// DefaultGossipBind is memberlist's default LAN bind address.
 	DefaultGossipBind = "0.0.0.0:7946"
 	// DefaultBrokerName is the name of a lone [[broker]] that has none.
@@ -186,6 +192,11 @@ type NetworkConnector struct {
 	// subscribers were all offline this long, with what it kept; 0 (the
 	// default) never does (bridge.Config.DurableOfflineTimeout).
 	DurableOfflineTimeout time.Duration
+	// StuckInterval is how often each bridge counts the stuck messages on its
+	// local broker (bridge.Config.StuckInterval; on ActiveMQ a queue browse
+	// per demanded queue): a message counts as stuck once it waited that
+	// long. 0 turns the count off. Default DefaultStuckInterval.
+	StuckInterval time.Duration
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string
@@ -271,6 +282,7 @@ func DefaultConnector() NetworkConnector {
 		SuppressDuplicateTopicSubscriptions: true,
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
+		StuckInterval:                       DefaultStuckInterval,
 		Reconnect:                           transport.DefaultReconnect(),
 	}
 }

@@ -242,6 +242,16 @@ func TestValues(t *testing.T) {
 				t.Errorf("durableOfflineTimeout %v", nc.DurableOfflineTimeout)
 			}
 		}},
+		{"a stuck-message interval", "stuckInterval = \"1m\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.StuckInterval != time.Minute {
+				t.Errorf("stuckInterval %v", nc.StuckInterval)
+			}
+		}},
+		{"the stuck-message count off", "stuckInterval = \"0s\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.StuckInterval != 0 {
+				t.Errorf("stuckInterval %v", nc.StuckInterval)
+			}
+		}},
 		{"an integer multiplier is a number", "backOffMultiplier = 3", func(t *testing.T, nc NetworkConnector) {
 			if nc.Reconnect.Multiplier != 3 {
 				t.Errorf("multiplier %v", nc.Reconnect.Multiplier)
@@ -326,6 +336,8 @@ func TestParseErrors(t *testing.T) {
 				`9:1: networkConnector "a": window: want at least 1 unconfirmed message, got 0`,
 				`10:1: networkConnector "a": backOffMultiplier: want a number of at least 1 (1 keeps the delay constant), got 0.5`,
 			}},
+		{"a stuck-message interval below a second", connector + "stuckInterval = \"100ms\"\n",
+			[]string{`6:1: networkConnector "a": stuckInterval: want 0 (off) or at least 1s, got 100ms`}},
 		{"maxReconnectDelay below initialReconnectDelay", connector + "initialReconnectDelay = \"10s\"\nmaxReconnectDelay = \"5s\"\n",
 			[]string{`7:1: networkConnector "a": maxReconnectDelay: 5s is below initialReconnectDelay 10s`}},
 		{"initialReconnectDelay above the default maximum", connector + "initialReconnectDelay = \"1m\"\n",
@@ -671,6 +683,9 @@ func TestValidate(t *testing.T) {
 			`networkConnector "z": prefetchSize: want at least 1 (network consumers do not poll), got 0`,
 			`networkConnector "z": window: want at least 1 unconfirmed message, got 0`,
 			// A zero Reconnect leaves each broker URI's own back-off.
+		}},
+		{"a stuck-message interval below a second", func(c *Config) { c.Connectors[0].StuckInterval = -time.Second }, []string{
+			`networkConnector "a": stuckInterval: want 0 (off) or at least 1s, got -1s`,
 		}},
 		{"a half-set back-off", func(c *Config) {
 			c.Connectors[0].Reconnect.Initial = 0

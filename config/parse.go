@@ -38,7 +38,7 @@ var (
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
-		"durableOfflineTimeout", "renames",
+		"durableOfflineTimeout", "stuckInterval", "renames",
 		"userName", "passwordFile", "caFile", "certFile", "keyFile",
 	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
@@ -346,6 +346,13 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	}
 	if v, ok := t.duration("durableOfflineTimeout"); ok {
 		nc.DurableOfflineTimeout = v
+	}
+	if v, ok := t.duration("stuckInterval"); ok {
+		if v != 0 && v < MinStuckInterval {
+			t.errorf("stuckInterval", "want 0 (off) or at least %s, got %s", MinStuckInterval, v)
+		} else {
+			nc.StuckInterval = v
+		}
 	}
 	if n, ok := t.integer("replayRateLimit"); ok {
 		if n < 0 {

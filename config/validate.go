@@ -145,6 +145,9 @@ func (c *Config) Validate() error {
 		if nc.DurableOfflineTimeout < 0 {
 			add(tbl, "durableOfflineTimeout", "want at least 0, got %s", nc.DurableOfflineTimeout)
 		}
+		if nc.StuckInterval != 0 && nc.StuckInterval < MinStuckInterval {
+			add(tbl, "stuckInterval", "want 0 (off) or at least %s, got %s", MinStuckInterval, nc.StuckInterval)
+		}
 		if nc.RemoteID != "" && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1) {
 			add(tbl, "remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); %s has %d", nc.URI, len(nc.URI.URIs))
 		}

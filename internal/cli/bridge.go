@@ -57,6 +57,7 @@ type bridgeFlags struct {
 	replayDelay      time.Duration
 	replayRate       int
 	durableOffline   time.Duration
+	stuckInterval    time.Duration
 	localID          string
 	remoteID         string
 	logLevel         string
@@ -88,6 +89,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.replayDelay, "replay-delay", 0, "how long a queue must lack local consumers before replaying")
 	fs.IntVar(&f.replayRate, "replay-rate-limit", 0, "most replayed messages per second (0: no limit)")
 	fs.DurationVar(&f.durableOffline, "durable-offline-timeout", 0, "destroy durable demand whose remote durable subscribers were all offline this long, with what it kept (0: never)")
+	fs.DurationVar(&f.stuckInterval, "stuck-interval", config.DefaultStuckInterval, "how often stuck messages are counted on LOCAL (0: never)")
 	fs.StringVar(&f.localID, "local-id", "", "local broker id (default: learnt from the broker)")
 	fs.StringVar(&f.remoteID, "remote-id", "", "remote broker id (default: learnt from the broker)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -168,6 +170,7 @@ func (f *bridgeFlags) config(local transport.URI, remotes discovery.Spec) (*conf
 	nc.ReplayDelay = f.replayDelay
 	nc.ReplayRateLimit = f.replayRate
 	nc.DurableOfflineTimeout = f.durableOffline
+	nc.StuckInterval = f.stuckInterval
 	nc.RemoteID = f.remoteID
 	// Each broker URI keeps its own reconnect options (?initialReconnectDelay=…).
 	nc.Reconnect = transport.Reconnect{}
@@ -217,7 +220,7 @@ var flagKeys = map[string]string{
 	"networkTTL": "network-ttl", "messageTTL": "message-ttl", "consumerTTL": "consumer-ttl",
 	"prefetchSize": "prefetch", "window": "window",
 	"replayDelay": "replay-delay", "replayRateLimit": "replay-rate-limit",
-	"durableOfflineTimeout": "durable-offline-timeout", "renames": "rename",
+	"durableOfflineTimeout": "durable-offline-timeout", "stuckInterval": "stuck-interval", "renames": "rename",
 }
 
 // flagErrors renders configuration problems in the command's terms: the
@@ -234,6 +237,7 @@ func (f *bridgeFlags) flagErrors(err error) error {
 		"network-ttl": f.networkTTL, "message-ttl": f.messageTTL, "consumer-ttl": f.consumerTTL,
 		"prefetch": f.prefetch, "window": f.window,
 		"replay-delay": f.replayDelay, "replay-rate-limit": f.replayRate, "durable-offline-timeout": f.durableOffline,
+		"stuck-interval": f.stuckInterval,
 	}
 	var lines []string
 	for _, e := range *errs {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"testing"
+	"time"
 
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport/endpoint"
@@ -30,5 +31,28 @@ func TestRenameFlagsReachTheConnector(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "queue://orders=queue://shop.orders" || got[1] != "topic://a=topic://b" {
 		t.Errorf("renames %q", got)
+	}
+}
+
+// TestStuckIntervalFlagReachesTheConnector: --stuck-interval becomes the
+// connector's stuckInterval, 0 included (off).
+func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
+	local, err := endpoint.Parse("stomp://127.0.0.1:61613")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := discovery.ParseURI("stomp://127.0.0.1:61614")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{0, time.Minute} {
+		f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console", stuckInterval: d}
+		cfg, err := f.config(local, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Connectors[0].StuckInterval; got != d {
+			t.Errorf("--stuck-interval %s: connector has %s", d, got)
+		}
 	}
 }

@@ -48,6 +48,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	prefetch := fs.Int("prefetch", 1000, "prefetch of each demand subscription")
 	window := fs.Int("window", 500, "messages forwarded but not yet confirmed")
 	decrease := fs.Bool("decrease-network-consumer-priority", false, "demand subscriptions get priority -5 and lower with distance")
+	stuck := fs.Duration("stuck-interval", config.DefaultStuckInterval, "how often stuck messages are counted on the broker (0: never)")
 	var adm adminFlags
 	adm.register(fs)
 	fs.StringVar(&adm.listen, "admin-listen", "", "older name of --admin")
@@ -101,6 +102,7 @@ func runSidecar(ctx context.Context, e *env, args []string) error {
 	nc.PrefetchSize = *prefetch
 	nc.Window = *window
 	nc.DecreaseNetworkConsumerPriority = *decrease
+	nc.StuckInterval = *stuck
 	nc.UserName, nc.Password = user, password
 	nc.CAFile, nc.CertFile, nc.KeyFile = *peerCA, *peerCert, *peerKey
 	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {

@@ -1,0 +1,36 @@
+package netconnector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/config"
+	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// TestStuckIntervalReachesBothBridges: a connector's stuckInterval is each
+// bridge's, and 0 (off in the file) turns the bridges' count off rather than
+// giving them their default.
+func TestStuckIntervalReachesBothBridges(t *testing.T) {
+	for _, tc := range []struct {
+		conf, want time.Duration
+	}{
+		{config.DefaultStuckInterval, config.DefaultStuckInterval},
+		{time.Minute, time.Minute},
+		{0, -1},
+	} {
+		nc := config.DefaultConnector()
+		nc.Name, nc.Broker, nc.Duplex, nc.StuckInterval = "c", "local", true, tc.conf
+		c := &Connector{cfg: nc, local: config.Broker{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{mustURI(t, "tcp://127.0.0.1:61616")}}}}
+		cfgs := c.bridgeConfigs(discovery.Peer{Key: "k", URIs: []transport.URI{mustURI(t, "stomp://10.0.0.2:61613")}})
+		if len(cfgs) != 2 {
+			t.Fatalf("%d bridges, want 2", len(cfgs))
+		}
+		for _, bc := range cfgs {
+			if bc.StuckInterval != tc.want {
+				t.Errorf("stuckInterval %s: bridge %s has %s, want %s", tc.conf, bc.Name, bc.StuckInterval, tc.want)
+			}
+		}
+	}
+}
