@@ -36,7 +36,7 @@ package bench
 //	-bench.modes=non-persistent,persistent
 //	-bench.minimal=direct      paths that also run the go-stomp pair ("" for none; non-persistent only)
 //	-bench.tuned               also run everything on brokers with transport.tcpNoDelay=true
-//	-bench.rate=2000 -bench.steady=5s   the paced phase
+//	-bench.rate=2000 -bench.steady=15s  the paced phase (30,000 messages; their p99 is the 300th slowest)
 //	-bench.warmup=5000         messages sent (and awaited) before measuring
 //	-bench.inflight=1000 -bench.receiptevery=100   non-persistent producer: unconfirmed bound, SENDs per receipt
 //	-bench.consumerprefetch=5000   activemq.prefetchSize of the harness's consumer
@@ -74,7 +74,7 @@ var (
 	flagMinimal      = flag.String("bench.minimal", "direct", "paths on which a plain go-stomp producer/consumer pair also runs full-speed phases, one right before the harness's two and one right after (non-persistent mode only); empty for none")
 	flagTuned        = flag.Bool("bench.tuned", false, "after the main table, run the same on brokers with transport.tcpNoDelay=true as a second table")
 	flagRate         = flag.Float64("bench.rate", 2000, "messages per second of the paced phase")
-	flagSteady       = flag.Duration("bench.steady", 5*time.Second, "duration of the paced phase")
+	flagSteady       = flag.Duration("bench.steady", 15*time.Second, "duration of the paced phase (at 2,000 msg/s 15 s make a p99 of 30,000 latencies, which one stall of a few dozen messages does not decide)")
 	flagWarmup       = flag.Int("bench.warmup", 5000, "warm-up messages before measuring")
 	flagInFlight     = flag.Int("bench.inflight", 1000, "non-persistent producer: most messages sent but not confirmed by a receipt")
 	flagReceiptEvery = flag.Int("bench.receiptevery", 100, "non-persistent producer: one SEND in this many asks for a receipt")
