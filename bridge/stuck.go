@@ -52,8 +52,13 @@ type StuckInfo struct {
 }
 
 // DefaultStuckInterval is how often stuck messages are counted: a message is
-// stuck once it waited that long.
-const DefaultStuckInterval = 10 * time.Second
+// stuck once it waited that long. Each count browses every demanded queue,
+// which makes a warm ActiveMQ recompile hot code it had compiled without the
+// browser's paths: every 10 s that cost broker A 9–10 µs of JIT compilation
+// per message at full speed and the STOMP path about 5 % of its throughput;
+// every minute it was within the noise of no count at all (bench/RESULTS.md,
+// 2026-12-04).
+const DefaultStuckInterval = time.Minute
 
 // maxStuckBrowse bounds the messages one browse reads.
 const maxStuckBrowse = 1000

@@ -51,7 +51,7 @@ const (
 	DefaultWindow = 500
 	// DefaultStuckInterval is how often stuck messages are counted
 	// (bridge.DefaultStuckInterval).
-	DefaultStuckInterval = 10 * time.Second
+	DefaultStuckInterval = time.Minute
 	// MinStuckInterval is the shortest StuckInterval: every count browses each
 	// demanded queue on the local broker.
 	MinStuckInterval = time.Second

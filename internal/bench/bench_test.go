@@ -37,7 +37,8 @@ package bench
 //	-bench.minimal=direct      paths that also run the go-stomp pair ("" for none; non-persistent only)
 //	-bench.tuned               also run everything on brokers with transport.tcpNoDelay=true
 //	-bench.rate=2000 -bench.steady=15s  the paced phase (30,000 messages; their p99 is the 300th slowest)
-//	-bench.warmup=5000         messages sent (and awaited) before measuring
+//	-bench.warmup=60000        messages sent at full speed (and awaited) before measuring: the brokers' JIT compilers
+//	                           still ran 17–28 µs per message through a 150,000-message phase after 5,000
 //	-bench.inflight=1000 -bench.receiptevery=100   non-persistent producer: unconfirmed bound, SENDs per receipt
 //	-bench.consumerprefetch=5000   activemq.prefetchSize of the harness's consumer
 //	-bench.window=0 -bench.prefetch=0   brokernet --window/--prefetch (0: its default)
@@ -75,7 +76,7 @@ var (
 	flagTuned        = flag.Bool("bench.tuned", false, "after the main table, run the same on brokers with transport.tcpNoDelay=true as a second table")
 	flagRate         = flag.Float64("bench.rate", 2000, "messages per second of the paced phase")
 	flagSteady       = flag.Duration("bench.steady", 15*time.Second, "duration of the paced phase (at 2,000 msg/s 15 s make a p99 of 30,000 latencies, which one stall of a few dozen messages does not decide)")
-	flagWarmup       = flag.Int("bench.warmup", 5000, "warm-up messages before measuring")
+	flagWarmup       = flag.Int("bench.warmup", 60000, "warm-up messages, sent at full speed before measuring, so that the brokers' JIT compilers are done (after 5,000 they still ran 17–28 µs per message through the full-speed phase)")
 	flagInFlight     = flag.Int("bench.inflight", 1000, "non-persistent producer: most messages sent but not confirmed by a receipt")
 	flagReceiptEvery = flag.Int("bench.receiptevery", 100, "non-persistent producer: one SEND in this many asks for a receipt")
 	flagConsPrefetch = flag.Int("bench.consumerprefetch", 5000, "activemq.prefetchSize of the benchmark's consumer (0: broker default)")
