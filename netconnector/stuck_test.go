@@ -4,19 +4,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport"
 )
 
 // TestStuckIntervalReachesBothBridges: a connector's stuckInterval is each
-// bridge's, and 0 (off in the file) turns the bridges' count off rather than
-// giving them their default.
+// bridge's (the configuration's default is the bridge's), and 0 (off in the
+// file) turns the bridges' count off rather than giving them their default.
 func TestStuckIntervalReachesBothBridges(t *testing.T) {
 	for _, tc := range []struct {
 		conf, want time.Duration
 	}{
-		{config.DefaultStuckInterval, config.DefaultStuckInterval},
+		{config.DefaultStuckInterval, bridge.DefaultStuckInterval},
 		{time.Minute, time.Minute},
 		{0, -1},
 	} {

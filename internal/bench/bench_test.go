@@ -769,22 +769,27 @@ func printIOCalls(w io.Writer, rows []*rowRounds, rounds int) {
 		}
 		return fmt.Sprintf("%.1f/%.1f", 100*float64(c.Reads)/float64(n), 100*float64(c.Writes)/float64(n))
 	}
+	eachPhase(rows, func(r *result) bool { return r.path != "direct" }, func(r *result, phase string, p phaseStats) {
+		br := per100(p.cpu.IOBridge, p.n)
+		if !r.bridged() {
+			br = "-"
+		}
+		fmt.Fprintf(w, "%-15s %-28s %-10s %7d %13s %13s %13s\n", r.mode, r.label(rounds), phase, p.n,
+			per100(p.cpu.IOA, p.n), per100(p.cpu.IOB, p.n), br)
+	})
+}
+
+// eachPhase calls row for the full-speed and, if it ran, the paced phase of
+// every counted run that keep accepts, in table order.
+func eachPhase(rows []*rowRounds, keep func(*result) bool, row func(r *result, phase string, p phaseStats)) {
 	for _, g := range rows {
 		for _, r := range g.runs {
-			if r.rate == 0 || r.path == "direct" {
+			if r.rate == 0 || !keep(r) {
 				continue
 			}
-			row := func(phase string, p phaseStats) {
-				br := per100(p.cpu.IOBridge, p.n)
-				if !r.bridged() {
-					br = "-"
-				}
-				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %13s %13s %13s\n", r.mode, r.label(rounds), phase, p.n,
-					per100(p.cpu.IOA, p.n), per100(p.cpu.IOB, p.n), br)
-			}
-			row("full", r.full)
+			row(r, "full", r.full)
 			if r.steady.n > 0 {
-				row("paced", r.steady)
+				row(r, "paced", r.steady)
 			}
 		}
 	}
@@ -803,19 +808,8 @@ func printJVMThreads(w io.Writer, rows []*rowRounds, rounds int) {
 		}
 		return perMsg(t.GC, n) + "/" + perMsg(t.JIT, n) + "/" + perMsg(max(0, total-t.GC-t.JIT), n)
 	}
-	for _, g := range rows {
-		for _, r := range g.runs {
-			if r.rate == 0 {
-				continue
-			}
-			row := func(phase string, p phaseStats) {
-				fmt.Fprintf(w, "%-15s %-28s %-10s %7d %14s %14s\n", r.mode, r.label(rounds), phase, p.n,
-					split(p.cpu.BrokerA, p.cpu.JVMA, p.n), split(p.cpu.BrokerB, p.cpu.JVMB, p.n))
-			}
-			row("full", r.full)
-			if r.steady.n > 0 {
-				row("paced", r.steady)
-			}
-		}
-	}
+	eachPhase(rows, func(*result) bool { return true }, func(r *result, phase string, p phaseStats) {
+		fmt.Fprintf(w, "%-15s %-28s %-10s %7d %14s %14s\n", r.mode, r.label(rounds), phase, p.n,
+			split(p.cpu.BrokerA, p.cpu.JVMA, p.n), split(p.cpu.BrokerB, p.cpu.JVMB, p.n))
+	})
 }

@@ -5,20 +5,14 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/discovery"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // TestRenameFlagsReachTheConnector: --rename becomes the connector's renames,
 // in the order given.
 func TestRenameFlagsReachTheConnector(t *testing.T) {
-	local, err := endpoint.Parse("stomp://127.0.0.1:61613")
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := discovery.ParseURI("amqp://127.0.0.1:5672")
-	if err != nil {
-		t.Fatal(err)
-	}
+	local, remote := bridgeURIs(t, "stomp://127.0.0.1:61613", "amqp://127.0.0.1:5672")
 	f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console",
 		rename: stringList{"queue://orders=queue://shop.orders", "/topic/a=/topic/b"}}
 	cfg, err := f.config(local, remote)
@@ -37,14 +31,7 @@ func TestRenameFlagsReachTheConnector(t *testing.T) {
 // TestStuckIntervalFlagReachesTheConnector: --stuck-interval becomes the
 // connector's stuckInterval, 0 included (off).
 func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
-	local, err := endpoint.Parse("stomp://127.0.0.1:61613")
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := discovery.ParseURI("stomp://127.0.0.1:61614")
-	if err != nil {
-		t.Fatal(err)
-	}
+	local, remote := bridgeURIs(t, "stomp://127.0.0.1:61613", "stomp://127.0.0.1:61614")
 	for _, d := range []time.Duration{0, time.Minute} {
 		f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console", stuckInterval: d}
 		cfg, err := f.config(local, remote)
@@ -55,4 +42,18 @@ func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
 			t.Errorf("--stuck-interval %s: connector has %s", d, got)
 		}
 	}
+}
+
+// bridgeURIs parses the bridge command's LOCAL and REMOTE arguments.
+func bridgeURIs(t *testing.T, local, remote string) (transport.URI, discovery.Spec) {
+	t.Helper()
+	l, err := endpoint.Parse(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := discovery.ParseURI(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, r
 }
