@@ -270,21 +270,26 @@ func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up boo
 		case <-resync.C:
 			start := time.Now()
 			snap, err := s.snapshot(ctx)
+			var retry time.Time
 			if err != nil {
 				s.log.Warn().Err(err).Msg("RabbitMQ demand resynchronisation failed")
 			} else {
 				for _, f := range drain(conn) {
 					m.applyFrame(f)
 				}
-				m.reconcile(snap, start)
+				retry = m.reconcile(snap, start)
 				m.flush(emit)
 			}
+			wait := 24 * time.Hour
 			if s.cfg.ResyncInterval > 0 {
-				next = time.Now().Add(s.cfg.ResyncInterval)
-				resync.Reset(s.cfg.ResyncInterval)
-			} else {
-				next = time.Now().Add(24 * time.Hour)
+				wait = s.cfg.ResyncInterval
 			}
+			if !retry.IsZero() {
+				// At most one extra snapshot per statistics window.
+				wait = min(wait, max(time.Until(retry), m.window))
+			}
+			next = time.Now().Add(wait)
+			resync.Reset(wait)
 		}
 	}
 }
@@ -499,8 +504,12 @@ func (m *rabbitModel) forgetBridgeQueue(q string) {
 
 // reconcile corrects the model from a later snapshot taken from start on.
 // A group is corrected only if no event touched it since start minus the
-// statistics window: then the snapshot shows its state exactly.
-func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) {
+// statistics window: then the snapshot shows its state exactly. retry is
+// when the earliest group left alone that disagrees with the snapshot can
+// be corrected (zero if none): a consumer created while the first snapshot
+// was taken is counted twice, by its event and by the snapshot, until a
+// snapshot corrects it, which must not wait for the next ResyncInterval.
+func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) (retry time.Time) {
 	cutoff := start.Add(-m.window)
 	seen := map[rabbitGroup]int{}
 	for _, c := range snap.consumers {
@@ -523,11 +532,14 @@ func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) {
 		groups[g] = true
 	}
 	for g := range groups {
-		if m.touched[g].After(cutoff) {
-			continue
-		}
 		want, live := seen[g], have[g]
 		got := len(live) + m.pre[g]
+		if t := m.touched[g]; t.After(cutoff) {
+			if at := t.Add(m.window + time.Millisecond); want != got && (retry.IsZero() || at.Before(retry)) {
+				retry = at
+			}
+			continue
+		}
 		switch {
 		case want > got:
 			m.log.Debug().Str("queue", g.queue).Str("tag", g.tag).Int("missed", want-got).Msg("RabbitMQ snapshot shows consumers the events missed")
@@ -573,6 +585,7 @@ func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) {
 			delete(m.bindTouched, b)
 		}
 	}
+	return retry
 }
 
 // demand computes the current demand set.

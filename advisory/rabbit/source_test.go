@@ -129,6 +129,46 @@ func TestRabbitModelReconcile(t *testing.T) {
 	}
 }
 
+// A consumer that appears while the first snapshot is taken is counted by
+// the snapshot and by its consumer.created event. Once it is gone, the
+// resynchronisation after that must drop the snapshot's copy: the demand
+// must not linger until the next ResyncInterval (seen in CI as a bridge
+// keeping a demand subscription 20 s after its only consumer left).
+func TestRabbitModelCreatedDuringFirstSnapshot(t *testing.T) {
+	window := 6 * time.Second
+	m := newRabbitModel("/", window, zerolog.Nop())
+	t0 := time.Now()
+	m.initial(rabbitSnapshot{consumers: []rabbitmgmt.Consumer{snapConsumer("q", "ctag-1")}})
+	m.apply(created("q", "ctag-1", "<c1>"), t0)
+	left := t0.Add(2 * time.Second)
+	m.apply(deleted("q", "ctag-1", "<c1>"), left)
+	if got := demandOf(m); !equal(got, []string{"queue://q"}) {
+		t.Fatalf("before a resynchronisation: demand %v, want the snapshot's copy", got)
+	}
+
+	// The first resynchronisation: the group was touched within the
+	// window, so it is left alone, and a retry is asked for.
+	first := t0.Add(window)
+	retry := m.reconcile(rabbitSnapshot{}, first)
+	if got := demandOf(m); !equal(got, []string{"queue://q"}) {
+		t.Fatalf("first resynchronisation changed a recently touched group: %v", got)
+	}
+	if !retry.After(left.Add(window)) || retry.After(left.Add(window+time.Second)) {
+		t.Fatalf("retry at %v, want just after %v", retry.Sub(t0), left.Add(window).Sub(t0))
+	}
+	if again := m.reconcile(rabbitSnapshot{}, retry); !again.IsZero() {
+		t.Fatalf("second resynchronisation asks for another at %v", again.Sub(t0))
+	}
+	if got := demandOf(m); len(got) != 0 {
+		t.Fatalf("after the retry: demand %v, want none", got)
+	}
+	// Agreement within the window needs no retry.
+	m.apply(created("q", "ctag-2", "<c2>"), retry)
+	if r := m.reconcile(rabbitSnapshot{consumers: []rabbitmgmt.Consumer{snapConsumer("q", "ctag-2")}}, retry.Add(time.Second)); !r.IsZero() {
+		t.Fatalf("retry asked for a group the snapshot agrees with: %v", r.Sub(t0))
+	}
+}
+
 func TestParseRabbitEventMalformed(t *testing.T) {
 	f := frame.New("MESSAGE", "destination", "/exchange/amq.rabbitmq.event/consumer.created", "queue", "q")
 	if _, err := parseRabbitEvent(f); err == nil {
