@@ -88,6 +88,7 @@ var (
 	flagRepeat       = flag.Int("bench.repeat", 3, "rounds: each mode×path runs this many times, interleaved, and the summary gives median and range (1: a single run, no summary)")
 	flagBrokers      = flag.String("bench.brokers", "debian", "how the ActiveMQ brokers run: debian (as Debian's package runs them: persistent KahaDB, -Xms512M -Xmx512M, the JVM's default collector, ActiveMQ's default memory limits) or test (the test brokers' profile: non-persistent unless the mode is persistent, 256 MB heap, serial collector, 64 MB memory limit)")
 	flagLatencies    = flag.String("bench.latencies", "", "write the paced phase's latency of every message (by sequence number, with the phase's start and the brokers' pids) into this folder, one file per mode, path and round")
+	flagGCBefore     = flag.Bool("bench.gcbeforepaced", false, "before the paced phase, run a full garbage collection in each broker JVM (jcmd PID GC.run), to tell what the full-speed phase left in their heaps from the paced phase's own costs (an experiment, not how users run brokers)")
 	flagQuietWait    = flag.Duration("bench.quietwait", 60*time.Second, "before each path, wait up to this long for the machine to be idle (<25% busy); 0 disables")
 	flagDAMON        = flag.String("bench.damon", "pause", "pause: stop the kernel's running DAMON kdamonds for the run and start them again at the end (their sampling stalls every process; damon.go); keep: leave them running")
 )
@@ -655,6 +656,9 @@ func printTable(w io.Writer, results []*result, rounds int) {
 	}
 	if *flagBridgeFlags != "" {
 		fmt.Fprintf(w, "; brokernet bridge %s", *flagBridgeFlags)
+	}
+	if *flagGCBefore {
+		fmt.Fprint(w, "; a full collection in each broker JVM before the paced phase (-bench.gcbeforepaced)")
 	}
 	fmt.Fprintln(w)
 	rateCol := fmt.Sprintf("@%.0f", *flagRate)

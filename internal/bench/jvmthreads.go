@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,3 +70,18 @@ func JVMThreadCPU(pid int) JVMThreads {
 }
 
 func (t JVMThreads) sub(o JVMThreads) JVMThreads { return JVMThreads{t.GC - o.GC, t.JIT - o.JIT} }
+
+// FullGC runs a full garbage collection in the JVM with pid (jcmd PID
+// GC.run) and returns once it is done; ran is false, and nothing is done,
+// if pid is not a JVM.
+func FullGC(pid int) (ran bool, err error) {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if pid <= 0 || err != nil || strings.TrimSpace(string(comm)) != "java" {
+		return false, nil
+	}
+	out, err := exec.Command("jcmd", strconv.Itoa(pid), "GC.run").CombinedOutput()
+	if err != nil {
+		return false, fmt.Errorf("jcmd %d GC.run: %v: %s", pid, err, bytes.TrimSpace(out))
+	}
+	return true, nil
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,7 +71,8 @@ func TestJVMThreadCPUOfAJVM(t *testing.T) {
 	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(java, "-Xmx64m", "-XX:+UseG1GC", src)
+	gcLog := filepath.Join(t.TempDir(), "gc.log")
+	cmd := exec.Command(java, "-Xmx64m", "-XX:+UseG1GC", "-Xlog:gc:file="+gcLog, src)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +87,17 @@ func TestJVMThreadCPUOfAJVM(t *testing.T) {
 		if got.GC > 0 && got.JIT > 0 {
 			if total := ProcCPU(cmd.Process.Pid); got.GC+got.JIT > total+10*time.Millisecond {
 				t.Fatalf("GC %v + JIT %v exceed the process's %v", got.GC, got.JIT, total)
+			}
+			// -bench.gcbeforepaced's full collection, and none in a
+			// process that is no JVM.
+			if ran, err := FullGC(cmd.Process.Pid); !ran || err != nil {
+				t.Fatalf("FullGC of the JVM: ran %v, %v", ran, err)
+			}
+			if log, err := os.ReadFile(gcLog); err != nil || !strings.Contains(string(log), "Pause Full") {
+				t.Fatalf("FullGC returned, but the JVM's GC log has no full pause (%v):\n%s", err, log)
+			}
+			if ran, err := FullGC(os.Getpid()); ran || err != nil {
+				t.Fatalf("FullGC of the test process: ran %v, %v", ran, err)
 			}
 			return
 		}

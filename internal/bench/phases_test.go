@@ -174,6 +174,10 @@ func (p *pathRun) measure(b *testing.B, ctx context.Context, r *result) {
 		bridgeAlive("after the full-speed phase")
 	}
 
+	if *flagGCBefore {
+		fullGC(b, p.pids[:2])
+	}
+
 	// Paced.
 	r.steadyN = int(*flagRate * flagSteady.Seconds())
 	c0 = p.sample()
@@ -243,4 +247,19 @@ func writeLatencies(r *result, p *pathRun, start time.Time) error {
 		fmt.Fprintf(&buf, "%d %d\n", seq, us)
 	}
 	return os.WriteFile(filepath.Join(*flagLatencies, name), buf.Bytes(), 0o644)
+}
+
+// fullGC runs a full collection in each broker JVM of pids and waits for
+// it: -bench.gcbeforepaced.
+func fullGC(b *testing.B, pids []int) {
+	for _, pid := range pids {
+		t0 := time.Now()
+		ran, err := FullGC(pid)
+		if err != nil {
+			b.Fatalf("-bench.gcbeforepaced: %v", err)
+		}
+		if ran {
+			b.Logf("full collection in JVM %d took %s", pid, time.Since(t0).Round(time.Millisecond))
+		}
+	}
 }
