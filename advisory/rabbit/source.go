@@ -505,10 +505,12 @@ func (m *rabbitModel) forgetBridgeQueue(q string) {
 // reconcile corrects the model from a later snapshot taken from start on.
 // A group is corrected only if no event touched it since start minus the
 // statistics window: then the snapshot shows its state exactly. retry is
-// when the earliest group left alone that disagrees with the snapshot can
-// be corrected (zero if none): a consumer created while the first snapshot
-// was taken is counted twice, by its event and by the snapshot, until a
-// snapshot corrects it, which must not wait for the next ResyncInterval.
+// when the earliest group left alone that has snapshot-only consumers and
+// disagrees with the snapshot can be corrected (zero if none): a consumer
+// created while the first snapshot was taken is counted twice, by its event
+// and by the snapshot, until a snapshot corrects it, which must not wait
+// for the next ResyncInterval. (Without snapshot-only consumers the events
+// are right and the snapshot merely lags.)
 func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) (retry time.Time) {
 	cutoff := start.Add(-m.window)
 	seen := map[rabbitGroup]int{}
@@ -535,7 +537,7 @@ func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) (retry tim
 		want, live := seen[g], have[g]
 		got := len(live) + m.pre[g]
 		if t := m.touched[g]; t.After(cutoff) {
-			if at := t.Add(m.window + time.Millisecond); want != got && (retry.IsZero() || at.Before(retry)) {
+			if at := t.Add(m.window + time.Millisecond); want != got && m.pre[g] > 0 && (retry.IsZero() || at.Before(retry)) {
 				retry = at
 			}
 			continue
