@@ -75,8 +75,11 @@ func (t JVMThreads) sub(o JVMThreads) JVMThreads { return JVMThreads{t.GC - o.GC
 // GC.run) and returns once it is done; ran is false, and nothing is done,
 // if pid is not a JVM.
 func FullGC(pid int) (ran bool, err error) {
-	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if pid <= 0 || err != nil || strings.TrimSpace(string(comm)) != "java" {
+	if pid <= 0 {
+		return false, nil
+	}
+	comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	if err != nil || strings.TrimSuffix(string(comm), "\n") != "java" {
 		return false, nil
 	}
 	out, err := exec.Command("jcmd", strconv.Itoa(pid), "GC.run").CombinedOutput()
