@@ -13,6 +13,10 @@
 #     ActiveMQ.Advisory.> included
 #                     [--stomp-options 'k=v&k=v'] [--openwire-options 'k=v&k=v']
 #                     [--quick-jit] [--debian-defaults]
+#                     [--network-attrs 'XML attributes'] [--network-xml 'XML']
+#                     [--policy-entries '<policyEntry .../>...']
+#     --network-attrs replaces the network connectors' duplex="false"; --network-xml
+#     goes inside each <networkConnector>; --policy-entries fill a destinationPolicy
 #     --debian-defaults runs the broker as Debian's package does: the JVM
 #     options of /usr/share/activemq/activemq-options (-Xms512M -Xmx512M,
 #     UseDedicatedTaskRunner=true, the JVM's default collector instead of
@@ -157,7 +161,7 @@ cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
 	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
 	local -a ncs=() users=()
-	local adv_writers="" quickjit="" debian=""
+	local adv_writers="" quickjit="" debian="" nc_attrs="" nc_xml="" policy=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--dir) dir="$2"; shift 2 ;;
@@ -169,6 +173,9 @@ cmd_start() {
 		--data-dir) data_dir="$2"; shift 2 ;;
 		--network-connector) ncs+=("$2"); shift 2 ;;
 		--network-ttl) ttl="$2"; shift 2 ;;
+		--network-attrs) nc_attrs="$2"; shift 2 ;;
+		--network-xml) nc_xml="$2"; shift 2 ;;
+		--policy-entries) policy="$2"; shift 2 ;;
 		--user) users+=("$2"); shift 2 ;;
 		--advisory-writers) adv_writers="$2"; shift 2 ;;
 		--stomp-options) stomp_opts="$2"; shift 2 ;;
@@ -241,7 +248,7 @@ cmd_start() {
 			static:* | masterslave:* | multicast:* | multicast6:* | simple:*) ;;
 			*) uri="static:(${uri})?initialReconnectDelay=200&maxReconnectDelay=1000&useExponentialBackOff=false" ;;
 			esac
-			ncxml+=$'\n'"      <networkConnector name=\"nc${i}\" uri=\"$(xml_escape "$uri")\" networkTTL=\"${ttl}\" duplex=\"false\"/>"
+			ncxml+=$'\n'"      <networkConnector name=\"nc${i}\" uri=\"$(xml_escape "$uri")\" networkTTL=\"${ttl}\" ${nc_attrs:-duplex=\"false\"}>${nc_xml}</networkConnector>"
 			i=$((i + 1))
 		done
 		ncxml+=$'\n'"    </networkConnectors>"
@@ -294,6 +301,11 @@ cmd_start() {
 	xml="${xml//@PERSISTENCE_ADAPTER@/$persistence}"
 	xml="${xml//@NETWORK_CONNECTORS@/$ncxml}"
 	xml="${xml//@AUTH_PLUGINS@/$auth}"
+	local policyxml=""
+	if [[ -n "$policy" ]]; then
+		policyxml="<destinationPolicy><policyMap><policyEntries>${policy}</policyEntries></policyMap></destinationPolicy>"
+	fi
+	xml="${xml//@DESTINATION_POLICY@/$policyxml}"
 	local usage='<systemUsage>
       <systemUsage>
         <memoryUsage><memoryUsage limit="64 mb"/></memoryUsage>

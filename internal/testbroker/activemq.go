@@ -43,6 +43,17 @@ type Options struct {
 	NetworkConnectors []string
 	// NetworkTTL is the networkTTL of the network connectors (default 1).
 	NetworkTTL int
+	// NetworkAttrs replaces the network connectors' default attribute
+	// duplex="false" with these, verbatim XML attributes, e.g.
+	// `duplex="true" bridgeTempDestinations="false"`.
+	NetworkAttrs string
+	// NetworkXML is verbatim XML inside each <networkConnector>, e.g.
+	// `<excludedDestinations><queue physicalName="secret.>"/></excludedDestinations>`.
+	NetworkXML string
+	// PolicyEntries is verbatim XML of <policyEntry> elements for the
+	// broker's destinationPolicy, e.g.
+	// `<policyEntry queue="slow.>" producerFlowControl="true" memoryLimit="1mb"/>`.
+	PolicyEntries string
 	// NoWait makes Start return right after launching the JVM, without
 	// waiting for the ports (a shared-storage slave opens none until it holds
 	// the store lock). Use WaitReady later.
@@ -244,6 +255,15 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkTTL != 0 {
 		args = append(args, "--network-ttl", strconv.Itoa(b.opt.NetworkTTL))
+	}
+	if b.opt.NetworkAttrs != "" {
+		args = append(args, "--network-attrs", b.opt.NetworkAttrs)
+	}
+	if b.opt.NetworkXML != "" {
+		args = append(args, "--network-xml", b.opt.NetworkXML)
+	}
+	if b.opt.PolicyEntries != "" {
+		args = append(args, "--policy-entries", b.opt.PolicyEntries)
 	}
 	for name, pw := range b.opt.Users {
 		args = append(args, "--user", name+":"+pw)
