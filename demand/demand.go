@@ -249,6 +249,11 @@ const (
 	// ReasonTemporary is reported for temporary destinations, which are not
 	// bridged yet.
 	ReasonTemporary = "temporary destination"
+	// ReasonComposite is reported for a composite destination that reached
+	// the table whole: composite demand is served member by member (the
+	// Expander splits it), never as one subscription whose members the
+	// rules were not checked against.
+	ReasonComposite = "composite destination"
 	// ReasonExcluded is reported when Options.Filter does not allow the
 	// destination.
 	ReasonExcluded = "excluded by filter"
@@ -506,6 +511,8 @@ func (t *Table) reject(c advisory.Consumer) string {
 		return ReasonConsumerTTL
 	case c.Destination.IsTemp():
 		return ReasonTemporary
+	case c.Destination.IsComposite():
+		return ReasonComposite
 	case !t.Permits(c.Destination):
 		return ReasonExcluded
 	}

@@ -242,6 +242,7 @@ func TestApplySingleEvent(t *testing.T) {
 		{"destinations outside the include list create no demand", func(o *Options) {
 			o.Filter.Include = []destination.Pattern{mustPattern(t, "topic://>")}
 		}, plain("c1", qOrders), want{Ignored, ReasonExcluded, 0}},
+		{"a composite destination is never one subscription", nil, plain("c1", destination.Destination{Kind: destination.Queue, Name: "orders,audit"}), want{Ignored, ReasonComposite, 0}},
 		{"an invalid destination is ignored", nil, plain("c1", destination.Destination{Name: "x"}), want{Ignored, ReasonInvalid + ": invalid destination", 0}},
 		{"an event without id is ignored", nil, plain("", qOrders), want{Ignored, ReasonInvalid + ": missing consumer id", 0}},
 	}

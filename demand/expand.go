@@ -36,6 +36,8 @@ type Expander struct {
 	wild map[string]advisory.Event
 	// made holds, per wildcard consumer id, the destinations it was expanded to.
 	made map[string]map[destination.Destination]struct{}
+	// composite holds the members of each composite consumer, by id.
+	composite map[string][]destination.Destination
 }
 
 // NewExpander returns an Expander applying opts' Filter and StaticInclude.
@@ -45,6 +47,8 @@ func NewExpander(opts Options) *Expander {
 		dests: make(map[destination.Destination]struct{}),
 		wild:  make(map[string]advisory.Event),
 		made:  make(map[string]map[destination.Destination]struct{}),
+
+		composite: make(map[string][]destination.Destination),
 	}
 }
 
@@ -88,14 +92,30 @@ func (x *Expander) narrows(c advisory.Consumer) bool {
 	return d.IsWildcard() && !d.IsTemp() && !x.opts.Filter.AllowsAll(destination.PatternOf(d))
 }
 
-// Consumer passes one consumer advisory through: unchanged, or narrowed to
-// concrete destinations.
+// Consumer passes one consumer advisory through: unchanged, split into its
+// members (a composite destination), or narrowed to concrete destinations.
+//
+// A consumer of a composite destination ("queue://public.y,secret.x",
+// destination.Destination.Members) becomes one consumer per member, with the
+// id ExpandedID(id, member), each then treated like any other consumer: the
+// rules apply member by member, an excluded member makes no demand while the
+// others do, and a wildcard member is narrowed. One subscription on the
+// composite would receive the excluded member's messages too. A durable
+// subscriber of a composite topic passes whole, and Table rejects it
+// (ReasonComposite): its members would need durable subscription names the
+// subscriber never chose.
 func (x *Expander) Consumer(ev advisory.Event) []advisory.Event {
 	switch ev.Kind {
 	case advisory.ConsumerAdded:
 		var out []advisory.Event
+		if _, known := x.composite[ev.Consumer.ID]; known {
+			out = x.dropComposite(ev.Consumer.ID)
+		}
+		if ev.Consumer.Destination.IsComposite() && !isDurable(ev.Consumer) {
+			return append(out, x.split(ev)...)
+		}
 		if _, known := x.wild[ev.Consumer.ID]; known {
-			out = x.drop(ev.Consumer.ID)
+			out = append(out, x.drop(ev.Consumer.ID)...)
 		}
 		if !x.narrows(ev.Consumer) {
 			return append(out, ev)
@@ -112,11 +132,44 @@ func (x *Expander) Consumer(ev advisory.Event) []advisory.Event {
 		}
 		return out
 	case advisory.ConsumerRemoved:
+		if _, known := x.composite[ev.Consumer.ID]; known {
+			return x.dropComposite(ev.Consumer.ID)
+		}
 		if _, known := x.wild[ev.Consumer.ID]; known {
 			return x.drop(ev.Consumer.ID)
 		}
 	}
 	return []advisory.Event{ev}
+}
+
+// split makes one consumer per member of ev's composite destination and
+// passes each through Consumer.
+func (x *Expander) split(ev advisory.Event) []advisory.Event {
+	id := ev.Consumer.ID
+	members := ev.Consumer.Destination.Members()
+	x.composite[id] = members
+	var out []advisory.Event
+	for _, m := range members {
+		e := ev
+		e.Consumer.ID = ExpandedID(id, m)
+		e.Consumer.Destination = m
+		e.Consumer.Path = slices.Clone(ev.Consumer.Path)
+		if e.Consumer.Origin != "" {
+			e.Consumer.Origin = ExpandedID(e.Consumer.Origin, m)
+		}
+		out = append(out, x.Consumer(e)...)
+	}
+	return out
+}
+
+// dropComposite forgets composite consumer id and removes its members.
+func (x *Expander) dropComposite(id string) []advisory.Event {
+	var out []advisory.Event
+	for _, m := range x.composite[id] {
+		out = append(out, x.Consumer(removal(id, m))...)
+	}
+	delete(x.composite, id)
+	return out
 }
 
 // Destination records a local destination appearing or going and returns the
@@ -158,6 +211,7 @@ func (x *Expander) Reset() {
 	clear(x.dests)
 	clear(x.wild)
 	clear(x.made)
+	clear(x.composite)
 }
 
 // expand makes the consumer for wildcard consumer id on d, if d matches and is permitted.

@@ -85,6 +85,25 @@ func TestExpander(t *testing.T) {
 			{consumer: cons(xadded("c1", xq(">"))), want: []string{"+c1|queue://a@a"}},
 			{consumer: cons(xadded("c1", xq("b.>"))), want: []string{"-c1|queue://a", "+c1@b.>"}},
 		}},
+		{"a composite consumer is split into its members, the excluded one dropped by the table", nil, []string{"queue://secret.>"}, []step{
+			{consumer: cons(xadded("c1", xq("public.y,secret.x"))), want: []string{"+c1|queue://public.y@public.y", "+c1|queue://secret.x@secret.x"}},
+			{consumer: removed("c1"), want: []string{"-c1|queue://public.y", "-c1|queue://secret.x"}},
+		}},
+		{"a composite member that is a wildcard over an exclusion is narrowed", nil, []string{"queue://secret.>"}, []step{
+			{dest: dest("orders", false)},
+			{dest: dest("secret.x", false)},
+			{consumer: cons(xadded("c1", xq("audit, >"))), want: []string{"+c1|queue://audit@audit", "+c1|queue://>|queue://orders@orders"}},
+			{dest: dest("billing", false), want: []string{"+c1|queue://>|queue://billing@billing"}},
+			{consumer: removed("c1"), want: []string{"-c1|queue://audit", "-c1|queue://>|queue://billing", "-c1|queue://>|queue://orders"}},
+		}},
+		{"composite members may name their own kind, and repeat", nil, nil, []step{
+			{consumer: cons(xadded("c1", xq("a,topic://b,a,,"))), want: []string{"+c1|queue://a@a", "+c1|topic://b@b"}},
+			{consumer: cons(xadded("c1", xq("c"))), want: []string{"-c1|queue://a", "-c1|topic://b", "+c1@c"}},
+		}},
+		{"a durable subscriber of a composite topic passes whole, for the table to refuse", nil, nil, []step{
+			{consumer: cons(advisory.Event{Kind: advisory.ConsumerAdded, Consumer: advisory.Consumer{ID: "d1",
+				Destination: destination.Destination{Kind: destination.Topic, Name: "a,b"}, SubscriptionName: "s"}}), want: []string{"+d1@a,b"}},
+		}},
 		{"a durable wildcard subscriber that needs narrowing makes no demand", nil, []string{"topic://secret.>"}, []step{
 			{consumer: cons(advisory.Event{Kind: advisory.ConsumerAdded, Consumer: advisory.Consumer{ID: "d1",
 				Destination: destination.Destination{Kind: destination.Topic, Name: ">"}, SubscriptionName: "s"}}), want: nil},
@@ -116,7 +135,8 @@ func TestExpander(t *testing.T) {
 func TestExpanderKeepsTheRulesForEveryMessage(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 9))
 	names := []string{"a", "a.b", "secret", "secret.x", "secret.x.y", "app.a", "app.secret.k", "b.c"}
-	wilds := []string{">", "*", "a.>", "secret.>", "*.x", "app.>", "app.*.k", "*.*", "b.c"}
+	wilds := []string{">", "*", "a.>", "secret.>", "*.x", "app.>", "app.*.k", "*.*", "b.c",
+		"a,secret.x", "b.c,secret.>", "app.a, app.secret.k", "queue://a.b,topic://secret.x", "*.x,a"}
 	for _, rules := range []struct{ include, exclude []string }{
 		{nil, []string{"queue://secret.>"}},
 		{[]string{"queue://app.>"}, []string{"queue://app.secret.>"}},
@@ -148,6 +168,9 @@ func TestExpanderKeepsTheRulesForEveryMessage(t *testing.T) {
 			}
 			for _, s := range tab.Subscriptions() {
 				d := s.Destination
+				if d.IsComposite() {
+					t.Fatalf("rules %v: step %d: demand for the composite %s", rules, i, d)
+				}
 				if d.IsWildcard() {
 					if !opts.Filter.AllowsAll(destination.PatternOf(d)) {
 						t.Fatalf("rules %v: step %d: wildcard demand %s reaches forbidden destinations", rules, i, d)

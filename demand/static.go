@@ -157,13 +157,14 @@ func (t *Table) excluded(d destination.Destination) bool {
 // Permits reports whether messages for d may be forwarded, in the order of
 // ActiveMQ's isPermissableDestination: temporary destinations are not
 // bridged, Filter.Exclude forbids, a static include allows, and otherwise a
-// non-empty Filter.Include must match. Apply uses it for remote consumers;
+// non-empty Filter.Include must match; a composite destination is never
+// permitted whole (its members are). Apply uses it for remote consumers;
 // the bridge should use it for each message a static subscription with
 // wildcards delivers, as ActiveMQ checks again at forward time
 // (activemq-network.md §2.4). (Start narrows every wildcard include that an
 // exclusion overlaps, so that check can no longer fail.)
 func (t *Table) Permits(d destination.Destination) bool {
-	if !d.Kind.Valid() || d.IsTemp() || t.excluded(d) || Internal(d) {
+	if !d.Kind.Valid() || d.IsTemp() || d.IsComposite() || t.excluded(d) || Internal(d) {
 		return false
 	}
 	for _, p := range t.opts.StaticInclude {

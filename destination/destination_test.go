@@ -1,6 +1,7 @@
 package destination
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -143,4 +144,30 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMembers(t *testing.T) {
+	tests := []struct {
+		d    Destination
+		want []Destination
+	}{
+		{Destination{Queue, "orders"}, []Destination{{Queue, "orders"}}},
+		{Destination{Queue, "public.y,secret.x"}, []Destination{{Queue, "public.y"}, {Queue, "secret.x"}}},
+		{Destination{Topic, " a , b "}, []Destination{{Topic, "a"}, {Topic, "b"}}},
+		{Destination{Queue, "a,topic://b,temp-queue://ID:c,/topic/d"}, []Destination{{Queue, "a"}, {Topic, "b"}, {TempQueue, "ID:c"}, {Topic, "d"}}},
+		{Destination{Queue, "a,,a,queue://a"}, []Destination{{Queue, "a"}}},
+		{Destination{Queue, "fifo://x,y"}, []Destination{{Queue, "fifo://x"}, {Queue, "y"}}},
+		{Destination{Queue, ","}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.d.String(), func(t *testing.T) {
+			got := tt.d.Members()
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("Members() = %v, want %v", got, tt.want)
+			}
+			if tt.d.IsComposite() != strings.Contains(tt.d.Name, ",") {
+				t.Fatalf("IsComposite() = %v", tt.d.IsComposite())
+			}
+		})
+	}
 }

@@ -66,6 +66,9 @@ func ParsePattern(s string) (Pattern, error) {
 		}
 		p.kind, body = d.Kind, d.Name
 	}
+	if strings.Contains(body, CompositeSeparator) {
+		return Pattern{}, patternf(s, "a pattern names one destination, not a composite (%q): write one pattern per member", CompositeSeparator)
+	}
 	p.words = strings.Split(body, ".")
 	for i, w := range p.words {
 		switch {
@@ -157,8 +160,20 @@ type Filter struct {
 }
 
 // Allows reports whether d matches no Exclude pattern and, when Include is
-// not empty, at least one Include pattern.
+// not empty, at least one Include pattern. A composite destination is
+// allowed when each of its members is.
 func (f Filter) Allows(d Destination) bool {
+	if d.IsComposite() {
+		// Every member must be allowed: a composite receives the
+		// messages of all of them.
+		ms := d.Members()
+		for _, m := range ms {
+			if !f.Allows(m) {
+				return false
+			}
+		}
+		return len(ms) > 0
+	}
 	for _, p := range f.Exclude {
 		if p.Match(d) {
 			return false

@@ -32,6 +32,8 @@ func TestParsePatternErrors(t *testing.T) {
 		{"queue://a..b", "empty word 2"},
 		{"fifo://a", `unknown kind "fifo"`},
 		{"/exchange/a", `unknown STOMP prefix`},
+		{"queue://a,secret.>", `not a composite`},
+		{"a,b", `write one pattern per member`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -148,6 +150,11 @@ func TestFilterAllows(t *testing.T) {
 		{"exclude wins over include", []string{">"}, []string{"orders.secret.>"}, q("orders.secret.x"), false},
 		{"exclude only", nil, []string{"ActiveMQ.>"}, q("ActiveMQ.DLQ"), false},
 		{"exclude other kind", nil, []string{"topic://x"}, q("x"), true},
+		{"a composite with an excluded member is not allowed", nil, []string{"secret.>"}, q("public.y,secret.x"), false},
+		{"a composite whose members are all allowed is", nil, []string{"secret.>"}, q("public.y, public.z"), true},
+		{"a composite member of another kind is matched as that kind", nil, []string{"topic://secret.>"}, q("a,topic://secret.x"), false},
+		{"a composite with a member outside the includes is not allowed", []string{"app.>"}, nil, q("app.a,other"), false},
+		{"a composite of nothing is not allowed", nil, nil, q(",,"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
