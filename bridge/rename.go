@@ -1,6 +1,10 @@
 package bridge
 
-import "github.com/brokernet/brokernet/destination"
+import (
+	"strings"
+
+	"github.com/brokernet/brokernet/destination"
+)
 
 // renames maps destinations both ways for Config.Renames; the zero value maps
 // nothing. A remote destination that is the local name of a rename and not
@@ -37,8 +41,27 @@ func (m renames) remote(d destination.Destination) destination.Destination {
 }
 
 // local is the local destination that consumers of remote destination d
-// demand; ok is false when d has none (see Rename).
+// demand; ok is false when d has none (see Rename). A composite destination
+// is renamed member by member (each written "kind://name"), without the
+// members renamed away.
 func (m renames) local(d destination.Destination) (destination.Destination, bool) {
+	if d.IsComposite() && m.toLocal != nil {
+		var kept []destination.Destination
+		var parts []string
+		for _, member := range d.Members() {
+			if l, ok := m.local(member); ok {
+				kept = append(kept, l)
+				parts = append(parts, l.String())
+			}
+		}
+		switch len(kept) {
+		case 0:
+			return destination.Destination{}, false
+		case 1:
+			return kept[0], true
+		}
+		return destination.Destination{Kind: d.Kind, Name: strings.Join(parts, destination.CompositeSeparator)}, true
+	}
 	if l, ok := m.toLocal[d]; ok {
 		return l, true
 	}

@@ -40,3 +40,34 @@ func TestRenamedQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestRenamesOfCompositeMembers: a remote composite is renamed member by
+// member, without the members renamed away.
+func TestRenamesOfCompositeMembers(t *testing.T) {
+	r, err := destination.ParseRename("queue://orders=queue://shop.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newRenames([]destination.Rename{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(n string) destination.Destination { return destination.Destination{Kind: destination.Queue, Name: n} }
+	for _, tt := range []struct {
+		remote destination.Destination
+		want   destination.Destination
+		ok     bool
+	}{
+		{q("shop.orders,audit"), q("queue://orders,queue://audit"), true},
+		{q("orders,audit"), q("audit"), true},
+		{q("orders, orders"), destination.Destination{}, false},
+	} {
+		got, ok := m.local(tt.remote)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("local(%v) = %v, %v; want %v, %v", tt.remote, got, ok, tt.want, tt.ok)
+		}
+	}
+	if got, _ := (renames{}).local(q("a,b")); got != q("a,b") {
+		t.Errorf("without renames a composite changed to %v", got)
+	}
+}
