@@ -52,7 +52,9 @@ func TestRenamesOfCompositeMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := func(n string) destination.Destination { return destination.Destination{Kind: destination.Queue, Name: n} }
+	q := func(n string) destination.Destination {
+		return destination.Destination{Kind: destination.Queue, Name: n}
+	}
 	for _, tt := range []struct {
 		remote destination.Destination
 		want   destination.Destination
