@@ -53,6 +53,9 @@ func TestJVMThreadCPUWithoutJVM(t *testing.T) {
 // TestJVMThreadCPUOfAJVM runs a JVM that allocates without pause and waits
 // for its collector and compiler threads to show CPU time.
 func TestJVMThreadCPUOfAJVM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a JVM: an integration test")
+	}
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Skip("no java on PATH")
