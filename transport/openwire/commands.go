@@ -21,6 +21,7 @@ const (
 	typeShutdownInfo           = 11
 	typeRemoveInfo             = 12
 	typeConnectionError        = 16
+	typeConnectionControl      = 18
 	typeMessageDispatch        = 21
 	typeMessageAck             = 22
 	typeMessage                = 23 // ActiveMQMessage
@@ -127,6 +128,8 @@ func newDataStructure(t byte) dataStructure {
 		return &keepAliveInfo{}
 	case typeShutdownInfo:
 		return &shutdownInfo{}
+	case typeConnectionControl:
+		return &connectionControl{}
 	case typeRemoveInfo:
 		return &removeInfo{}
 	case typeConnectionError:
@@ -772,6 +775,44 @@ type keepAliveInfo struct{ baseCommand }
 func (*keepAliveInfo) dsType() byte          { return typeKeepAliveInfo }
 func (x *keepAliveInfo) marshal(w *writer)   { x.marshalBase(w) }
 func (x *keepAliveInfo) unmarshal(r *reader) { x.unmarshalBase(r) }
+
+// connectionControl is ConnectionControl. The bridge sends an empty one
+// asking for a response as a round trip that touches nothing (Conn.ping):
+// ActiveMQ's TransportConnection only notes its faultTolerant flag (false,
+// the default) and answers with a Response, written like every other answer.
+type connectionControl struct {
+	baseCommand
+	Close, Exit, FaultTolerant, Resume, Suspend bool
+	ConnectedBrokers, ReconnectTo               string
+	RebalanceConnection                         bool
+	Token                                       []byte
+}
+
+func (*connectionControl) dsType() byte { return typeConnectionControl }
+func (x *connectionControl) marshal(w *writer) {
+	x.marshalBase(w)
+	w.bool(x.Close)
+	w.bool(x.Exit)
+	w.bool(x.FaultTolerant)
+	w.bool(x.Resume)
+	w.bool(x.Suspend)
+	w.str(x.ConnectedBrokers)
+	w.str(x.ReconnectTo)
+	w.bool(x.RebalanceConnection)
+	w.bytes(x.Token)
+}
+func (x *connectionControl) unmarshal(r *reader) {
+	x.unmarshalBase(r)
+	x.Close = r.bool()
+	x.Exit = r.bool()
+	x.FaultTolerant = r.bool()
+	x.Resume = r.bool()
+	x.Suspend = r.bool()
+	x.ConnectedBrokers = r.str()
+	x.ReconnectTo = r.str()
+	x.RebalanceConnection = r.bool()
+	x.Token = r.bytes()
+}
 
 type shutdownInfo struct{ baseCommand }
 

@@ -73,7 +73,6 @@ func (c *Conn) handle(cmd dataStructure) {
 		c.mu.Lock()
 		w := c.waiters[id]
 		delete(c.waiters, id)
-		delete(c.pings, id)
 		c.mu.Unlock()
 		if w != nil {
 			w(x.(command))
@@ -81,21 +80,9 @@ func (c *Conn) handle(cmd dataStructure) {
 	case *messageDispatch:
 		c.dispatch(x)
 	case *keepAliveInfo:
+		// The broker's keep-alive; it confirms nothing.
 		if x.ResponseRequired {
 			c.writeFromReader(&keepAliveInfo{})
-			return
-		}
-		// The answer to a ping of ours (Conn.ping), or the broker's own.
-		c.mu.Lock()
-		var w func(command)
-		if _, ok := c.pings[x.CommandID]; ok {
-			delete(c.pings, x.CommandID)
-			w = c.waiters[x.CommandID]
-			delete(c.waiters, x.CommandID)
-		}
-		c.mu.Unlock()
-		if w != nil {
-			w(x)
 		}
 	case *connectionError:
 		// The broker refused a command that asked for no response and

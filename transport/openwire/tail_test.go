@@ -16,10 +16,9 @@ import (
 // confirmed by a response to its last message, not by an empty transaction
 // (which a persistent ActiveMQ fsyncs); a persistent message in the batch
 // brings the transaction back, after the held message; Flush writes the held
-// message asking for nothing, and the next Commit then pings (a KeepAliveInfo
-// asking for a response), answered as ActiveMQ's InactivityMonitor does (the
-// KeepAliveInfo back) or, without a monitor, with a Response. A KeepAliveInfo
-// of the broker's own confirms nothing.
+// message asking for nothing, and the next Commit then pings (an empty
+// ConnectionControl asking for a response), answered with a Response. A
+// KeepAliveInfo of the broker's own confirms nothing.
 func TestCommitResponseOnLastMessage(t *testing.T) {
 	type seen struct {
 		what string // "msg N" (producer sequence), "begin", "commit", "rollback" or "ping"
@@ -38,18 +37,18 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 				s.what = fmt.Sprintf("msg %d", x.MessageID.ProducerSeq)
 			case *transactionInfo:
 				s.what = map[byte]string{txBegin: "begin", txCommitOnePhase: "commit", txRollback: "rollback"}[x.Type]
-			case *keepAliveInfo:
+			case *connectionControl:
 				s.what = "ping"
 				if pings++; pings == 1 {
-					// As the InactivityMonitor: the KeepAliveInfo comes back,
-					// after one of the broker's own.
-					echo := encodeFrame(&keepAliveInfo{baseCommand{CommandID: id}})
+					// The Response comes after a KeepAliveInfo of the
+					// broker's own with the same command id, which must
+					// confirm nothing.
 					cmds <- s
 					go func() {
 						<-gate
-						nc.Write(encodeFrame(&keepAliveInfo{}))
+						nc.Write(encodeFrame(&keepAliveInfo{baseCommand{CommandID: id}}))
 						time.Sleep(50 * time.Millisecond)
-						nc.Write(echo)
+						nc.Write(r)
 					}()
 					return
 				}
@@ -120,8 +119,8 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 	confirmed(commit())
 	expect("mixed batch", seen{"msg 4", false}, seen{"begin", false}, seen{"msg 5", false}, seen{"commit", true})
 
-	// Flushed: the Commit pings; the KeepAliveInfo back confirms it, the
-	// broker's own before it does not.
+	// Flushed: the Commit pings; the Response confirms it, the broker's
+	// KeepAliveInfo before it does not.
 	send(false)
 	flush()
 	expect("flushed", seen{"msg 6", false})
@@ -140,7 +139,7 @@ func TestCommitResponseOnLastMessage(t *testing.T) {
 	}
 	confirmed(tok)
 
-	// Flushed twice: still one ping, answered with a Response this time.
+	// Flushed twice: still one ping.
 	send(false)
 	flush()
 	send(false)
