@@ -315,19 +315,36 @@ func (t *Table) demandSpec(s *slot) *Subscription {
 		Priority:     s.priority,
 		Prefetch:     t.opts.Prefetch,
 	}
+	switch {
+	case s.key.dest.Kind == destination.Queue:
+		sub.Exclusive = s.exclusive()
+	case s.key.dest.Kind == destination.Topic && !s.key.durable:
+		sub.Retroactive = s.ident.Retroactive
+	}
 	if s.key.durable {
 		sub.DurableName = t.durableName(s, user)
 	}
 	return sub
 }
 
-// sameSpec reports whether a and b are the same subscription but for ID
-// and Consumers.
+// exclusive reports whether any consumer the group serves is exclusive.
+func (s *slot) exclusive() bool {
+	for _, m := range s.members {
+		if m.c.Exclusive {
+			return true
+		}
+	}
+	return false
+}
+
+// sameSpec reports whether a and b are the same subscription but for ID,
+// Consumers and Retroactive (which matters only when a subscription is
+// made).
 func sameSpec(a, b *Subscription) bool {
 	return a.Destination == b.Destination && a.Selector == b.Selector &&
 		a.UserSelector == b.UserSelector && a.Priority == b.Priority &&
 		a.Prefetch == b.Prefetch && a.DurableName == b.DurableName &&
-		a.Static == b.Static && a.Replay == b.Replay
+		a.Exclusive == b.Exclusive && a.Static == b.Static && a.Replay == b.Replay
 }
 
 // newSub gives want a fresh ID and makes it s's live subscription.
