@@ -76,6 +76,8 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		Selector:    sub.Selector,
 		Prefetch:    sub.Prefetch,
 		Priority:    sub.Priority,
+		Exclusive:   sub.Exclusive,
+		Retroactive: sub.Retroactive,
 	}
 	p := s.local
 	if sub.DurableName != "" {
@@ -97,6 +99,13 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		// A wildcard subscription may deliver destinations that must not be
 		// forwarded; those stay unsettled, so settlement must be individual.
 		ts.Ack = transport.Individual
+	}
+	if (sub.Exclusive || sub.Retroactive) && p.conn.Info().Flavour != transport.ActiveMQ {
+		// RabbitMQ's STOMP and AMQP 1.0 subscriptions have no exclusive or
+		// retroactive consumer (docs/consumer-flags.md): served without them.
+		s.log.Warn().Str("destination", sub.Destination.String()).Bool("exclusive", sub.Exclusive).
+			Bool("retroactive", sub.Retroactive).Stringer("broker", p.conn.Info().Flavour).
+			Msg("consumer flags not carried: the local broker has no such subscription property")
 	}
 	bridgeFilters := !p.conn.Info().Selectors
 	if bridgeFilters {
@@ -147,6 +156,12 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		Int("priority", sub.Priority).Strs("consumers", sub.Consumers)
 	if sub.UserSelector != "" {
 		ev = ev.Str("selector", sub.UserSelector)
+	}
+	if sub.Exclusive {
+		ev = ev.Bool("exclusive", true)
+	}
+	if sub.Retroactive {
+		ev = ev.Bool("retroactive", true)
 	}
 	if sub.DurableName != "" {
 		ev = ev.Str("durable", sub.DurableName)

@@ -1,0 +1,337 @@
+package bridge_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/internal/jmstest"
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport/openwire"
+)
+
+// Consumer flags (exclusive, noLocal, retroactive), message groups and virtual
+// topics across two brokers, seen by ActiveMQ's own JMS client
+// (internal/jmstest/Flags.java), each scenario run over brokernet and over
+// ActiveMQ's own networkConnector between another pair of brokers, so that the
+// counts can be compared (docs/consumer-flags.md).
+
+// pair is two brokers linked by brokernet or by a native networkConnector.
+type pair struct {
+	name string
+	a, b *testbroker.ActiveMQ
+	// link links A and B for a scenario: both ways (duplex) or A→B only.
+	// Native pairs are linked once, when started; link then only checks.
+	link func(t *testing.T, duplex bool)
+}
+
+// startPairs starts a brokernet pair and a native pair (A's networkConnector
+// to B, with nativeAttrs, e.g. `duplex="true"`), with extra policy entries on
+// all four brokers.
+func startPairs(t *testing.T, policy, nativeAttrs string) (bn, native pair) {
+	t.Helper()
+	testbroker.Require(t)
+	var wg sync.WaitGroup
+	bs := make([]*testbroker.ActiveMQ, 3)
+	for i, name := range []string{"A", "B", "NB"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bs[i] = testbroker.StartActiveMQ(t, testbroker.Options{Name: name, ID: name + "-" + t.Name(), PolicyEntries: policy})
+		}()
+	}
+	wg.Wait()
+	for _, b := range bs {
+		if b == nil {
+			t.FailNow()
+		}
+	}
+	na := testbroker.StartActiveMQ(t, testbroker.Options{Name: "NA", ID: "NA-" + t.Name(), PolicyEntries: policy,
+		NetworkConnectors: []string{bs[2].OpenWireURI()}, NetworkAttrs: nativeAttrs})
+	bn = pair{name: "brokernet", a: bs[0], b: bs[1]}
+	native = pair{name: "networkConnector", a: na, b: bs[2], link: func(*testing.T, bool) {}}
+	return bn, native
+}
+
+// stompLink links a brokernet pair with bridges over STOMP.
+func stompLink(p *pair) {
+	p.link = func(t *testing.T, duplex bool) {
+		ab := startBridge(t, p.a.StompURI(), p.b.StompURI(), nil)
+		t.Cleanup(func() { ab.stop() })
+		if duplex {
+			ba := startBridge(t, p.b.StompURI(), p.a.StompURI(), nil)
+			t.Cleanup(func() { ba.stop() })
+		}
+	}
+}
+
+// openwireLink links a brokernet pair with bridges over OpenWire.
+func openwireLink(p *pair) {
+	ep := func(t *testing.T, b *testbroker.ActiveMQ) openwire.URI {
+		u, err := openwire.ParseURI(b.OpenWireURI() + "?initialReconnectDelay=100&maxReconnectDelay=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	p.link = func(t *testing.T, duplex bool) {
+		run := func(local, remote *testbroker.ActiveMQ) {
+			r := runBridge(t, bridge.Config{Local: ep(t, local), Remote: ep(t, remote), Demand: defaultDemand(), Log: stomptest.Logger(t)})
+			t.Cleanup(func() { r.stop() })
+		}
+		run(p.a, p.b)
+		if duplex {
+			run(p.b, p.a)
+		}
+	}
+}
+
+// jmsMsg is one message a Flags consumer printed.
+type jmsMsg struct {
+	i     int
+	group string
+}
+
+// jmsConsumer is a running Flags consumer.
+type jmsConsumer struct {
+	p    *jmstest.Proc
+	stop string // the file that stops it
+}
+
+// consume starts a Flags consumer on broker b and waits until it exists.
+func consume(t *testing.T, b *testbroker.ActiveMQ, dest string, opts ...string) *jmsConsumer {
+	t.Helper()
+	stop := filepath.Join(t.TempDir(), "stop")
+	args := append([]string{"consume", b.OpenWireURI(), dest, "stop=" + stop}, opts...)
+	c := &jmsConsumer{p: jmstest.Start(t, "Flags", args...), stop: stop}
+	c.p.WaitLine(t, "READY", 60*time.Second)
+	return c
+}
+
+// msgs returns what the consumer received so far.
+func (c *jmsConsumer) msgs(t *testing.T) []jmsMsg {
+	t.Helper()
+	var out []jmsMsg
+	for _, l := range jmstest.Prefixed(c.p.Lines(), "MSG ") {
+		var m jmsMsg
+		for _, f := range strings.Fields(l) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "i":
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("consumer printed %q", l)
+				}
+				m.i = n
+			case "group":
+				m.group = v
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// close stops the consumer (its connection closes) and waits for its end.
+func (c *jmsConsumer) close(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(c.stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.p.WaitLine(t, "COUNT", 60*time.Second)
+}
+
+// produce sends n messages (i = from..from+n-1) to dest on b with Flags.
+func produce(t *testing.T, b *testbroker.ActiveMQ, dest string, from, n int, opts ...string) {
+	t.Helper()
+	args := append([]string{"produce", b.OpenWireURI(), dest, strconv.Itoa(n), "from=" + strconv.Itoa(from)}, opts...)
+	if out := jmstest.Run(t, 60*time.Second, "Flags", args...); !strings.Contains(out, "SENT "+strconv.Itoa(n)) {
+		t.Fatalf("producer printed %q", out)
+	}
+}
+
+// waitConsumers waits until queue q on b has at least n consumers (demand
+// subscriptions and network consumers included).
+func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
+	t.Helper()
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		st, err := b.QueueStats(t.Context(), q)
+		if err != nil {
+			return err
+		}
+		if st.ConsumerCount < n {
+			return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
+		}
+		return nil
+	})
+}
+
+// waitTotal waits until the consumers together received want distinct
+// messages and returns how many each received.
+func waitTotal(t *testing.T, want int, cs ...*jmsConsumer) []int {
+	t.Helper()
+	var counts []int
+	stomptest.Eventually(t, 60*time.Second, func() error {
+		counts = counts[:0]
+		seen := map[int]bool{}
+		for _, c := range cs {
+			ms := c.msgs(t)
+			counts = append(counts, len(ms))
+			for _, m := range ms {
+				seen[m.i] = true
+			}
+		}
+		if len(seen) < want {
+			return fmt.Errorf("%d distinct messages received (%v), want %d", len(seen), counts, want)
+		}
+		return nil
+	})
+	return counts
+}
+
+// checkNoDuplicates fails the test if any message reached the consumers twice.
+func checkNoDuplicates(t *testing.T, cs ...*jmsConsumer) {
+	t.Helper()
+	seen := map[int]int{}
+	for _, c := range cs {
+		for _, m := range c.msgs(t) {
+			seen[m.i]++
+		}
+	}
+	for i, n := range seen {
+		if n > 1 {
+			t.Errorf("message %d received %d times", i, n)
+		}
+	}
+}
+
+// TestExclusiveConsumerAcrossBrokers: an exclusive consumer on A and then one
+// on B of the same queue, brokers linked both ways, producers on both. As
+// with the networkConnector, the first exclusive consumer is the only active
+// one network-wide: it gets what is sent on A and on B; once it leaves, the
+// standby on B gets everything.
+func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
+	bn, native := startPairs(t, "", `duplex="true"`)
+	ow := bn
+	ow.name = "brokernet over OpenWire"
+	stompLink(&bn)
+	bn.name = "brokernet over STOMP"
+	openwireLink(&ow)
+	for i, p := range []pair{native, bn, ow} {
+		t.Run(p.name, func(t *testing.T) {
+			q := "excl" + strconv.Itoa(i)
+			p.link(t, true)
+			ca := consume(t, p.a, "queue://"+q, "exclusive")
+			waitConsumers(t, p.b, q, 1) // the demand for ca on B
+			cb := consume(t, p.b, "queue://"+q, "exclusive")
+			waitConsumers(t, p.a, q, 2) // ca and the demand for cb on A
+
+			produce(t, p.a, "queue://"+q, 0, 50)
+			produce(t, p.b, "queue://"+q, 1000, 50)
+			counts := waitTotal(t, 100, ca, cb)
+			t.Logf("%s: with both exclusive consumers, A's got %d, B's %d of 100 sent on A and B", p.name, counts[0], counts[1])
+			if counts[0] != 100 || counts[1] != 0 {
+				t.Errorf("the first exclusive consumer (A's) got %d, the standby (B's) %d; want 100 and 0", counts[0], counts[1])
+			}
+
+			ca.close(t)
+			produce(t, p.a, "queue://"+q, 2000, 50)
+			produce(t, p.b, "queue://"+q, 3000, 50)
+			counts = waitTotal(t, 200, ca, cb)
+			t.Logf("%s: after A's left, A's has %d, B's %d of 200", p.name, counts[0], counts[1])
+			if counts[1] != 100 {
+				t.Errorf("the standby got %d once the active one left, want 100", counts[1])
+			}
+			cb.close(t)
+			checkNoDuplicates(t, ca, cb)
+		})
+	}
+}
+
+// TestMessageGroupsAcrossBrokers: a consumer on A and two on B of a queue, 100
+// messages in 4 groups (JMSXGroupID g0..g3) sent on A. Over the
+// networkConnector and brokernet over OpenWire every group is consumed by one
+// consumer only, in order, and keeps its JMSXGroupID. Over STOMP ActiveMQ's
+// MESSAGE frames do not carry the group (FrameTranslator renders the
+// message's properties, and JMSXGroupID is a field of its own), so a group
+// forwarded to B arrives without one and B's two consumers may share it;
+// what still holds is that A keeps each group with one consumer (its own, or
+// the demand subscription) and nothing is lost or duplicated.
+func TestMessageGroupsAcrossBrokers(t *testing.T) {
+	bn, native := startPairs(t, "", `duplex="true"`)
+	ow := bn
+	stompLink(&bn)
+	bn.name = "brokernet over STOMP"
+	openwireLink(&ow)
+	ow.name = "brokernet over OpenWire"
+	for i, p := range []pair{native, ow, bn} {
+		t.Run(p.name, func(t *testing.T) {
+			q := "groups" + strconv.Itoa(i)
+			p.link(t, true)
+			ca := consume(t, p.a, "queue://"+q)
+			cb1 := consume(t, p.b, "queue://"+q)
+			cb2 := consume(t, p.b, "queue://"+q)
+			waitConsumers(t, p.a, q, 2)
+			waitConsumers(t, p.b, q, 3)
+			produce(t, p.a, "queue://"+q, 0, 100, "groups=4")
+			counts := waitTotal(t, 100, ca, cb1, cb2)
+			owners := map[string]map[string]bool{} // group (from i) -> consumers
+			onA := map[string]bool{}               // group -> whether its messages were consumed on A
+			lost := 0
+			for name, c := range map[string]*jmsConsumer{"A": ca, "B1": cb1, "B2": cb2} {
+				last := map[string]int{}
+				for _, m := range c.msgs(t) {
+					g := "g" + strconv.Itoa(m.i%4)
+					if m.group != g {
+						lost++
+					}
+					if owners[g] == nil {
+						owners[g] = map[string]bool{}
+					}
+					owners[g][name] = true
+					if a, ok := onA[g]; ok && a != (name == "A") {
+						t.Errorf("group %s consumed on A and on B", g)
+					}
+					onA[g] = name == "A"
+					if l, ok := last[g]; ok && m.i < l {
+						t.Errorf("group %s: %s got message %d after %d", g, name, m.i, l)
+					}
+					last[g] = m.i
+				}
+			}
+			split := 0
+			for _, cs := range owners {
+				if len(cs) > 1 {
+					split++
+				}
+			}
+			t.Logf("%s: A %d, B1 %d, B2 %d of 100; consumers by group %v; %d groups split, %d messages without their JMSXGroupID",
+				p.name, counts[0], counts[1], counts[2], owners, split, lost)
+			if p.name != "brokernet over STOMP" && (split != 0 || lost != 0) {
+				t.Errorf("%d groups split between consumers, %d messages lost their JMSXGroupID", split, lost)
+			}
+			for _, c := range []*jmsConsumer{ca, cb1, cb2} {
+				c.close(t)
+			}
+			checkNoDuplicates(t, ca, cb1, cb2)
+		})
+	}
+}
+
+// sortedInts returns the message numbers a consumer received, sorted.
+func sortedInts(t *testing.T, c *jmsConsumer) []int {
+	var out []int
+	for _, m := range c.msgs(t) {
+		out = append(out, m.i)
+	}
+	slices.Sort(out)
+	return out
+}
