@@ -162,13 +162,26 @@ func produce(t *testing.T, b *testbroker.ActiveMQ, dest string, from, n int, opt
 // subscriptions and network consumers included).
 func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
 	t.Helper()
+	waitDestConsumers(t, b, "queue://"+q, n)
+}
+
+// waitDestConsumers waits until dest ("queue://NAME" or "topic://NAME") on b
+// has at least n consumers.
+func waitDestConsumers(t *testing.T, b *testbroker.ActiveMQ, dest string, n int64) {
+	t.Helper()
 	stomptest.Eventually(t, 30*time.Second, func() error {
-		st, err := b.QueueStats(t.Context(), q)
+		var st testbroker.DestStats
+		var err error
+		if name, ok := strings.CutPrefix(dest, "topic://"); ok {
+			st, err = b.TopicStats(t.Context(), name)
+		} else {
+			st, err = b.QueueStats(t.Context(), strings.TrimPrefix(dest, "queue://"))
+		}
 		if err != nil {
 			return err
 		}
 		if st.ConsumerCount < n {
-			return fmt.Errorf("queue %s on %s has %d consumers, want %d", q, b.Name(), st.ConsumerCount, n)
+			return fmt.Errorf("%s on %s has %d consumers, want %d", dest, b.Name(), st.ConsumerCount, n)
 		}
 		return nil
 	})
@@ -322,6 +335,75 @@ func TestMessageGroupsAcrossBrokers(t *testing.T) {
 				c.close(t)
 			}
 			checkNoDuplicates(t, ca, cb1, cb2)
+		})
+	}
+}
+
+// recoverLast10 makes every topic keep its last 10 messages for retroactive
+// consumers.
+const recoverLast10 = `<policyEntry topic=">"><subscriptionRecoveryPolicy><fixedCountSubscriptionRecoveryPolicy maximumSize="10"/></subscriptionRecoveryPolicy></policyEntry>`
+
+// TestRetroactiveConsumerAcrossBrokers: 20 messages published on A's topic
+// while no one consumes it anywhere, then a retroactive consumer on B: like the
+// networkConnector, brokernet makes its demand retroactive, so A replays the 10
+// its recovery policy kept, and the consumer gets those and what follows.
+func TestRetroactiveConsumerAcrossBrokers(t *testing.T) {
+	bn, native := startPairs(t, recoverLast10, `duplex="true"`)
+	ow := bn
+	stompLink(&bn)
+	bn.name = "brokernet over STOMP"
+	openwireLink(&ow)
+	ow.name = "brokernet over OpenWire"
+	for i, p := range []pair{native, bn, ow} {
+		t.Run(p.name, func(t *testing.T) {
+			topic := "topic://retro" + strconv.Itoa(i)
+			p.link(t, true)
+			produce(t, p.a, topic, 0, 20)
+			c := consume(t, p.b, topic, "retroactive")
+			waitDestConsumers(t, p.a, topic, 1)
+			waitTotal(t, 10, c)
+			produce(t, p.a, topic, 20, 5)
+			waitTotal(t, 15, c)
+			c.close(t)
+			got := sortedInts(t, c)
+			t.Logf("%s: the retroactive consumer on B got %v", p.name, got)
+			want := []int{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}
+			if !slices.Equal(got, want) {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestNoLocalConsumerAcrossBrokers: a noLocal topic consumer on B whose own
+// connection publishes 20 messages, a plain consumer on A, 30 messages
+// published on A. The noLocal consumer gets A's 30 and none of its own; A's
+// consumer gets all 50. noLocal is about the consumer's own connection, which
+// only its own broker can tell: brokernet's demand subscriptions do not carry
+// it (they would only hide what the bridge's own connection publishes, and a
+// remote consumer's connection never publishes there).
+func TestNoLocalConsumerAcrossBrokers(t *testing.T) {
+	bn, native := startPairs(t, "", `duplex="true"`)
+	stompLink(&bn)
+	for i, p := range []pair{native, bn} {
+		t.Run(p.name, func(t *testing.T) {
+			topic := "topic://nolocal" + strconv.Itoa(i)
+			p.link(t, true)
+			ca := consume(t, p.a, topic)
+			waitDestConsumers(t, p.b, topic, 1) // the demand for ca on B
+			cb := consume(t, p.b, topic, "nolocal", "self=20")
+			cb.p.WaitLine(t, "SELF", 60*time.Second)
+			waitDestConsumers(t, p.a, topic, 2) // ca and the demand for cb on A
+			produce(t, p.a, topic, 0, 30)
+			waitTotal(t, 50, ca)
+			waitTotal(t, 30, cb)
+			ca.close(t)
+			cb.close(t)
+			gotA, gotB := sortedInts(t, ca), sortedInts(t, cb)
+			t.Logf("%s: A's consumer got %d, B's noLocal consumer %d (%d of its own)", p.name, len(gotA), len(gotB), len(gotB)-30)
+			if len(gotA) != 50 || len(gotB) != 30 || gotB[29] != 29 {
+				t.Errorf("A's consumer got %d, want 50; B's noLocal consumer %v, want 0..29", len(gotA), gotB)
+			}
 		})
 	}
 }
