@@ -58,5 +58,6 @@ func (s *session) applyRemote(ctx context.Context, evs []advisory.Event) error {
 			return err
 		}
 	}
+	s.warnVirtualTopics()
 	return nil
 }

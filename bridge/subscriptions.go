@@ -312,3 +312,24 @@ func (s *session) updateSubStats() {
 	s.b.stats.PendingSubs.Store(int64(len(s.subs) - active))
 	s.b.publishDemand(s.subs)
 }
+
+// warnVirtualTopics warns once per session about each virtual topic the demand
+// takes both as a topic and through its consumer queues
+// (demand.Table.VirtualTopicOverlaps): the remote broker's consumer queues
+// then get its messages twice.
+func (s *session) warnVirtualTopics() {
+	for _, vt := range s.table.VirtualTopicOverlaps() {
+		if s.vtWarned[vt.String()] {
+			continue
+		}
+		if s.vtWarned == nil {
+			s.vtWarned = make(map[string]bool)
+		}
+		s.vtWarned[vt.String()] = true
+		s.log.Warn().Str("destination", vt.String()).
+			Msg("virtual topic bridged twice: a topic subscriber on the remote broker makes the topic travel, " +
+				"and the remote broker puts each copy in its Consumer.*." + vt.Name + " queues too, beside what their own demand forwards, " +
+				"so their consumers get those messages twice; bridge the consumer queues or the virtual topic, not both " +
+				"(exclude topic://VirtualTopic.> or the queues; docs/consumer-flags.md)")
+	}
+}
