@@ -313,6 +313,21 @@ func (s *session) updateSubStats() {
 	s.b.publishDemand(s.subs)
 }
 
+// mayOverlap reports whether changes subscribe to a topic or to a virtual
+// topic's consumer queue, the only changes after which warnVirtualTopics can
+// find something new.
+func mayOverlap(changes []demand.Change) bool {
+	for _, ch := range changes {
+		if ch.Kind != demand.Subscribe {
+			continue
+		}
+		if _, ok := demand.VirtualTopicOf(ch.Sub.Destination); ok || ch.Sub.Destination.Kind == destination.Topic {
+			return true
+		}
+	}
+	return false
+}
+
 // warnVirtualTopics warns once per session about each virtual topic the demand
 // takes both as a topic and through its consumer queues
 // (demand.Table.VirtualTopicOverlaps): the remote broker's consumer queues
