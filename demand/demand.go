@@ -125,10 +125,12 @@ type Subscription struct {
 	// the recent topic messages its subscription recovery policy kept
 	// (ActiveMQ's ConsumerInfo.retroactive), as the networkConnector does
 	// for a retroactive remote consumer. It is set on a non-durable topic
-	// subscription whose first consumer was retroactive; it matters only
-	// when the subscription is made, so it never causes a replacement (a
-	// retroactive consumer joining an existing subscription is served by
-	// the remote broker's own recovery of what was forwarded).
+	// subscription whose first consumer was retroactive: it matters only
+	// when the subscription is made, so a retroactive consumer joining an
+	// existing subscription changes nothing (the remote broker's own
+	// recovery serves it what was forwarded), and the first consumer leaving
+	// does not take it away. (A solo consumer re-advised with the other
+	// flag is a new consumer, and gets a replacement.)
 	Retroactive bool
 	// Static is true for a subscription created by Start for a static
 	// include.

@@ -337,14 +337,14 @@ func (s *slot) exclusive() bool {
 	return false
 }
 
-// sameSpec reports whether a and b are the same subscription but for ID,
-// Consumers and Retroactive (which matters only when a subscription is
-// made).
+// sameSpec reports whether a and b are the same subscription but for ID
+// and Consumers.
 func sameSpec(a, b *Subscription) bool {
 	return a.Destination == b.Destination && a.Selector == b.Selector &&
 		a.UserSelector == b.UserSelector && a.Priority == b.Priority &&
 		a.Prefetch == b.Prefetch && a.DurableName == b.DurableName &&
-		a.Exclusive == b.Exclusive && a.Static == b.Static && a.Replay == b.Replay
+		a.Exclusive == b.Exclusive && a.Retroactive == b.Retroactive &&
+		a.Static == b.Static && a.Replay == b.Replay
 }
 
 // newSub gives want a fresh ID and makes it s's live subscription.
