@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/jmstest"
@@ -267,6 +268,81 @@ func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
 			}
 			cb.close(t)
 			checkNoDuplicates(t, ca, cb)
+		})
+	}
+}
+
+// waitExclusiveDemand waits until broker b's advisories show a brokernet
+// demand subscription on queue q that is exclusive.
+func waitExclusiveDemand(t *testing.T, b *testbroker.ActiveMQ, q string) {
+	t.Helper()
+	adv := stomptest.Subscribe(t, b.StompURI(), "/topic/ActiveMQ.Advisory.Consumer.Queue."+q,
+		advisory.TransformationHeader, advisory.TransformationJSON)
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		live := map[string]bool{} // exclusive brokernet demand by consumer id
+		for _, f := range adv.Frames() {
+			ev, err := advisory.ParseActiveMQ(f.Header, f.Body)
+			if err != nil {
+				continue
+			}
+			switch ev.Kind {
+			case advisory.ConsumerAdded:
+				if ev.Consumer.Bridge && ev.Consumer.Exclusive {
+					live[ev.Consumer.ID] = true
+				}
+			case advisory.ConsumerRemoved:
+				delete(live, ev.Consumer.ID)
+			}
+		}
+		if len(live) == 0 {
+			return fmt.Errorf("no exclusive demand subscription on %s's queue %s", b.Name(), q)
+		}
+		return nil
+	})
+}
+
+// TestExclusiveJoinsConduit: a plain consumer on A and one on B share a
+// queue; then an exclusive consumer joins on B. brokernet re-issues the
+// conduit's demand on A as exclusive, so from then on everything sent on A
+// goes to B's exclusive consumer. ActiveMQ's ConduitBridge keeps the flags of
+// the consumer that made the demand (the plain one): A keeps sharing.
+func TestExclusiveJoinsConduit(t *testing.T) {
+	bn, native := startPairs(t, "", "")
+	stompLink(&bn)
+	for i, p := range []pair{native, bn} {
+		t.Run(p.name, func(t *testing.T) {
+			q := "exjoin" + strconv.Itoa(i)
+			p.link(t, false)
+			ca := consume(t, p.a, "queue://"+q)
+			cb1 := consume(t, p.b, "queue://"+q)
+			waitConsumers(t, p.a, q, 2)
+			produce(t, p.a, "queue://"+q, 0, 20)
+			waitTotal(t, 20, ca, cb1)
+			cb2 := consume(t, p.b, "queue://"+q, "exclusive")
+			waitConsumers(t, p.b, q, 2)
+			if p.name == "brokernet" {
+				waitExclusiveDemand(t, p.a, q)
+			}
+			produce(t, p.a, "queue://"+q, 100, 100)
+			counts := waitTotal(t, 120, ca, cb1, cb2)
+			for _, c := range []*jmsConsumer{ca, cb1, cb2} {
+				c.close(t)
+			}
+			checkNoDuplicates(t, ca, cb1, cb2)
+			second := func(c *jmsConsumer) int {
+				n := 0
+				for _, m := range c.msgs(t) {
+					if m.i >= 100 {
+						n++
+					}
+				}
+				return n
+			}
+			t.Logf("%s: of the 100 sent after the exclusive consumer joined: A's plain consumer %d, B's plain %d, B's exclusive %d (all: %v)",
+				p.name, second(ca), second(cb1), second(cb2), counts)
+			if p.name == "brokernet" && second(cb2) != 100 {
+				t.Errorf("B's exclusive consumer got %d of the 100, want all", second(cb2))
+			}
 		})
 	}
 }
