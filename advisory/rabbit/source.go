@@ -176,8 +176,8 @@ type rabbitEvent struct {
 	// consumer (basic.consume exclusive), the queue's only one.
 	exclusive bool
 	source    string // binding.*: source_name
-	destKind  string // binding.*: destination_kind
-	key       string // binding.*: routing_key
+	destKind string // binding.*: destination_kind
+	key      string // binding.*: routing_key
 }
 
 func parseRabbitEvent(f *frame.Frame) (rabbitEvent, error) {
@@ -368,7 +368,7 @@ type rabbitModel struct {
 	byChannel map[string]map[string]bool
 	pre       map[rabbitGroup]int // snapshot-only consumers
 	preFetch  map[rabbitGroup]int
-	preExcl   map[rabbitGroup]bool      // snapshot-only consumers that are exclusive
+	preExcl   map[rabbitGroup]bool // snapshot-only consumers that are exclusive
 	touched   map[rabbitGroup]time.Time // last event per group
 
 	binds        map[rabbitBinding]bool
