@@ -172,10 +172,7 @@ type rabbitEvent struct {
 	tag      string // consumer_tag
 	channel  string // consumer.*: channel pid; channel.closed: pid
 	prefetch int
-	// exclusive is consumer.*'s exclusive header: an AMQP 0-9-1 exclusive
-	// consumer (basic.consume exclusive), the queue's only one.
-	exclusive bool
-	source    string // binding.*: source_name
+	source   string // binding.*: source_name
 	destKind string // binding.*: destination_kind
 	key      string // binding.*: routing_key
 }
@@ -192,7 +189,6 @@ func parseRabbitEvent(f *frame.Frame) (rabbitEvent, error) {
 		if v := h.Get("prefetch_count"); v != "" {
 			ev.prefetch, _ = strconv.Atoi(v)
 		}
-		ev.exclusive = h.Get("exclusive") == "true"
 	case "binding.created", "binding.deleted":
 		ev.source, ev.destKind = h.Get("source_name"), h.Get("destination_kind")
 		ev.queue, ev.key = h.Get("destination_name"), h.Get("routing_key")
@@ -349,10 +345,9 @@ func (s *Source) snapshot(ctx context.Context) (rabbitSnapshot, error) {
 type rabbitGroup struct{ queue, tag string }
 
 type rabbitLive struct {
-	g         rabbitGroup
-	channel   string
-	prefetch  int
-	exclusive bool
+	g        rabbitGroup
+	channel  string
+	prefetch int
 }
 
 type rabbitBinding struct{ queue, key string }
@@ -368,7 +363,6 @@ type rabbitModel struct {
 	byChannel map[string]map[string]bool
 	pre       map[rabbitGroup]int // snapshot-only consumers
 	preFetch  map[rabbitGroup]int
-	preExcl   map[rabbitGroup]bool // snapshot-only consumers that are exclusive
 	touched   map[rabbitGroup]time.Time // last event per group
 
 	binds        map[rabbitBinding]bool
@@ -382,7 +376,7 @@ func newRabbitModel(vhost string, window time.Duration, log zerolog.Logger) *rab
 	return &rabbitModel{
 		vhost: vhost, window: window, log: log,
 		live: map[string]*rabbitLive{}, byChannel: map[string]map[string]bool{},
-		pre: map[rabbitGroup]int{}, preFetch: map[rabbitGroup]int{}, preExcl: map[rabbitGroup]bool{}, touched: map[rabbitGroup]time.Time{},
+		pre: map[rabbitGroup]int{}, preFetch: map[rabbitGroup]int{}, touched: map[rabbitGroup]time.Time{},
 		binds: map[rabbitBinding]bool{}, bindTouched: map[rabbitBinding]time.Time{},
 		bridgeQueues: map[string]bool{}, emitted: map[string]advisory.Consumer{},
 	}
@@ -398,7 +392,6 @@ func (m *rabbitModel) initial(snap rabbitSnapshot) {
 		g := rabbitGroup{c.Queue.Name, c.ConsumerTag}
 		m.pre[g]++
 		m.preFetch[g] = c.PrefetchCount
-		m.preExcl[g] = c.Exclusive
 		if advisory.IsBridgeConsumerTag(c.ConsumerTag) {
 			m.bridgeQueues[c.Queue.Name] = true
 		}
@@ -435,7 +428,7 @@ func (m *rabbitModel) apply(ev rabbitEvent, now time.Time) (unattributed bool) {
 		}
 		k := liveKey(ev.channel, g)
 		if m.live[k] == nil {
-			m.live[k] = &rabbitLive{g: g, channel: ev.channel, prefetch: ev.prefetch, exclusive: ev.exclusive}
+			m.live[k] = &rabbitLive{g: g, channel: ev.channel, prefetch: ev.prefetch}
 			if m.byChannel[ev.channel] == nil {
 				m.byChannel[ev.channel] = map[string]bool{}
 			}
@@ -525,7 +518,6 @@ func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) (retry tim
 		g := rabbitGroup{c.Queue.Name, c.ConsumerTag}
 		seen[g]++
 		m.preFetch[g] = c.PrefetchCount
-		m.preExcl[g] = c.Exclusive
 	}
 	have := map[rabbitGroup][]string{}
 	for k, l := range m.live {
@@ -608,8 +600,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 	for _, l := range m.live {
 		if queueDemand(l.g.queue, l.g.tag) {
 			id := prefix + "consumer:" + l.g.queue + "/" + l.g.tag + "@" + l.channel
-			out[id] = advisory.Consumer{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: l.g.queue}, Prefetch: l.prefetch,
-				Exclusive: l.exclusive}
+			out[id] = advisory.Consumer{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: l.g.queue}, Prefetch: l.prefetch}
 		}
 	}
 	for g, n := range m.pre {
@@ -618,8 +609,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 		}
 		for i := 1; i <= n; i++ {
 			id := prefix + "consumer:" + g.queue + "/" + g.tag + "#" + strconv.Itoa(i)
-			out[id] = advisory.Consumer{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: g.queue}, Prefetch: m.preFetch[g],
-				Exclusive: m.preExcl[g]}
+			out[id] = advisory.Consumer{ID: id, Destination: destination.Destination{Kind: destination.Queue, Name: g.queue}, Prefetch: m.preFetch[g]}
 		}
 	}
 	for b := range m.binds {

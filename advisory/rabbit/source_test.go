@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"sort"
@@ -434,24 +433,4 @@ func TestSourceOtherVHost(t *testing.T) {
 	subscribe(t, stomptest.Dial(t, r.StompURI()), "2", "/queue/invoices") // vhost "/"
 	subscribe(t, stomptest.Dial(t, prod), "2", "/topic/prices.*")
 	stomptest.Eventually(t, 10*time.Second, func() error { return v.want(1, "queue://orders", "topic://prices.*") })
-}
-
-// TestRabbitModelExclusive: an AMQP 0-9-1 exclusive consumer (consumer.created's
-// exclusive header, the management API's exclusive field for consumers of the
-// snapshot) is exclusive demand.
-func TestRabbitModelExclusive(t *testing.T) {
-	m := newRabbitModel("/", 6*time.Second, zerolog.Nop())
-	excl := snapConsumer("jobs", "amq.ctag-1")
-	excl.Exclusive = true
-	m.initial(rabbitSnapshot{consumers: []rabbitmgmt.Consumer{excl, snapConsumer("orders", "amq.ctag-2")}})
-	f := frame.New("MESSAGE", "destination", "/exchange/amq.rabbitmq.event/consumer.created",
-		"queue", "invoices", "vhost", "/", "consumer_tag", "amq.ctag-3", "channel", "<n.1.2.0>", "exclusive", "true")
-	m.applyFrame(f)
-	got := map[string]bool{}
-	for _, c := range m.demand() {
-		got[c.Destination.Name] = c.Exclusive
-	}
-	if want := map[string]bool{"jobs": true, "orders": false, "invoices": true}; !maps.Equal(got, want) {
-		t.Fatalf("exclusive by queue %v, want %v", got, want)
-	}
 }
