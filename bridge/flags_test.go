@@ -272,6 +272,42 @@ func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
 	}
 }
 
+// TestExclusiveWithDecreasedPriority: as TestExclusiveConsumerAcrossBrokers,
+// with demand at priority -5 (brokernet's --decrease-network-consumer-priority,
+// the networkConnector's decreaseNetworkConsumerPriority, 5.18's default).
+// ActiveMQ gives a queue to a later exclusive consumer of higher priority, so
+// each broker's own exclusive consumer wins there: each gets what is sent on
+// its broker.
+func TestExclusiveWithDecreasedPriority(t *testing.T) {
+	bn, native := startPairs(t, "", `duplex="true" decreaseNetworkConsumerPriority="true"`)
+	bn.link = func(t *testing.T, duplex bool) {
+		mod := func(c *bridge.Config) { c.Demand.DecreasePriority = true }
+		ab := startBridge(t, bn.a.StompURI(), bn.b.StompURI(), mod)
+		ba := startBridge(t, bn.b.StompURI(), bn.a.StompURI(), mod)
+		t.Cleanup(func() { ab.stop(); ba.stop() })
+	}
+	for i, p := range []pair{native, bn} {
+		t.Run(p.name, func(t *testing.T) {
+			q := "exprio" + strconv.Itoa(i)
+			p.link(t, true)
+			ca := consume(t, p.a, "queue://"+q, "exclusive")
+			waitConsumers(t, p.b, q, 1)
+			cb := consume(t, p.b, "queue://"+q, "exclusive")
+			waitConsumers(t, p.a, q, 2)
+			produce(t, p.a, "queue://"+q, 0, 50)
+			produce(t, p.b, "queue://"+q, 1000, 50)
+			counts := waitTotal(t, 100, ca, cb)
+			ca.close(t)
+			cb.close(t)
+			checkNoDuplicates(t, ca, cb)
+			t.Logf("%s: A's exclusive consumer got %d, B's %d of 50 sent on A and 50 on B", p.name, counts[0], counts[1])
+			if counts[0] != 50 || counts[1] != 50 {
+				t.Errorf("A's got %d, B's %d; want each its own broker's 50", counts[0], counts[1])
+			}
+		})
+	}
+}
+
 // waitExclusiveDemand waits until broker b's advisories show a brokernet
 // demand subscription on queue q that is exclusive.
 func waitExclusiveDemand(t *testing.T, b *testbroker.ActiveMQ, q string) {
