@@ -235,6 +235,7 @@ func checkNoDuplicates(t *testing.T, cs ...*jmsConsumer) {
 // one network-wide: it gets what is sent on A and on B; once it leaves, the
 // standby on B gets everything.
 func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, "", `duplex="true"`)
 	ow := bn
 	ow.name = "brokernet over OpenWire"
@@ -279,6 +280,7 @@ func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
 // each broker's own exclusive consumer wins there: each gets what is sent on
 // its broker.
 func TestExclusiveWithDecreasedPriority(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, "", `duplex="true" decreaseNetworkConsumerPriority="true"`)
 	bn.link = func(t *testing.T, duplex bool) {
 		mod := func(c *bridge.Config) { c.Demand.DecreasePriority = true }
@@ -343,6 +345,7 @@ func waitExclusiveDemand(t *testing.T, b *testbroker.ActiveMQ, q string) {
 // goes to B's exclusive consumer. ActiveMQ's ConduitBridge keeps the flags of
 // the consumer that made the demand (the plain one): A keeps sharing.
 func TestExclusiveJoinsConduit(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, "", "")
 	stompLink(&bn)
 	for i, p := range []pair{native, bn} {
@@ -393,6 +396,7 @@ func TestExclusiveJoinsConduit(t *testing.T) {
 // what still holds is that A keeps each group with one consumer (its own, or
 // the demand subscription) and nothing is lost or duplicated.
 func TestMessageGroupsAcrossBrokers(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, "", `duplex="true"`)
 	ow := bn
 	stompLink(&bn)
@@ -462,6 +466,7 @@ const recoverLast10 = `<policyEntry topic=">"><subscriptionRecoveryPolicy><fixed
 // networkConnector, brokernet makes its demand retroactive, so A replays the 10
 // its recovery policy kept, and the consumer gets those and what follows.
 func TestRetroactiveConsumerAcrossBrokers(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, recoverLast10, `duplex="true"`)
 	ow := bn
 	stompLink(&bn)
@@ -497,6 +502,7 @@ func TestRetroactiveConsumerAcrossBrokers(t *testing.T) {
 // it (they would only hide what the bridge's own connection publishes, and a
 // remote consumer's connection never publishes there).
 func TestNoLocalConsumerAcrossBrokers(t *testing.T) {
+	t.Parallel()
 	bn, native := startPairs(t, "", `duplex="true"`)
 	stompLink(&bn)
 	for i, p := range []pair{native, bn} {
@@ -764,6 +770,7 @@ func runVT(t *testing.T, oneWay, both []pair, lenient ...string) {
 // each message once, network-wide, with brokernet one way or both ways
 // (--duplex), as with the networkConnector (without useVirtualDestSubs).
 func TestVirtualTopicAcrossBrokers(t *testing.T) {
+	t.Parallel()
 	bn, nativeDuplex := startPairs(t, "", `duplex="true"`)
 	nativeDuplex.name = "networkConnector duplex"
 	native := startNativePair(t, "networkConnector", "", "", "")
@@ -794,6 +801,7 @@ func TestVirtualTopicAcrossBrokers(t *testing.T) {
 // ActiveMQ's networkConnector with useVirtualDestSubs (on the connector and on
 // both brokers), for comparison.
 func TestVirtualTopicUseVirtualDestSubs(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	p := startNativePair(t, "networkConnector useVirtualDestSubs", "", `useVirtualDestSubs="true"`, `duplex="true" useVirtualDestSubs="true"`)
 	runVT(t, []pair{p}, []pair{p}, p.name)
