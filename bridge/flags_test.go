@@ -27,8 +27,8 @@ import (
 // ActiveMQ's own networkConnector between another pair of brokers, so that the
 // counts can be compared (docs/consumer-flags.md).
 
-// pair is two brokers linked by brokernet or by a native networkConnector.
-type pair struct {
+// flagPair is two brokers linked by brokernet or by a native networkConnector.
+type flagPair struct {
 	name string
 	a, b *testbroker.ActiveMQ
 	// link links A and B for a scenario: both ways (duplex) or A→B only.
@@ -36,10 +36,10 @@ type pair struct {
 	link func(t *testing.T, duplex bool)
 }
 
-// startPairs starts a brokernet pair and a native pair (A's networkConnector
+// startFlagPairs starts a brokernet pair and a native pair (A's networkConnector
 // to B, with nativeAttrs, e.g. `duplex="true"`), with extra policy entries on
 // all four brokers.
-func startPairs(t *testing.T, policy, nativeAttrs string) (bn, native pair) {
+func startFlagPairs(t *testing.T, policy, nativeAttrs string) (bn, native flagPair) {
 	t.Helper()
 	testbroker.Require(t)
 	var wg sync.WaitGroup
@@ -59,13 +59,13 @@ func startPairs(t *testing.T, policy, nativeAttrs string) (bn, native pair) {
 	}
 	na := testbroker.StartActiveMQ(t, testbroker.Options{Name: "NA", ID: "NA-" + t.Name(), PolicyEntries: policy,
 		NetworkConnectors: []string{bs[2].OpenWireURI()}, NetworkAttrs: nativeAttrs})
-	bn = pair{name: "brokernet", a: bs[0], b: bs[1]}
-	native = pair{name: "networkConnector", a: na, b: bs[2], link: func(*testing.T, bool) {}}
+	bn = flagPair{name: "brokernet", a: bs[0], b: bs[1]}
+	native = flagPair{name: "networkConnector", a: na, b: bs[2], link: func(*testing.T, bool) {}}
 	return bn, native
 }
 
-// stompLink links a brokernet pair with bridges over STOMP.
-func stompLink(p *pair) {
+// flagStompLink links a brokernet pair with bridges over STOMP.
+func flagStompLink(p *flagPair) {
 	p.link = func(t *testing.T, duplex bool) {
 		ab := startBridge(t, p.a.StompURI(), p.b.StompURI(), nil)
 		t.Cleanup(func() { ab.stop() })
@@ -76,8 +76,8 @@ func stompLink(p *pair) {
 	}
 }
 
-// openwireLink links a brokernet pair with bridges over OpenWire.
-func openwireLink(p *pair) {
+// flagOpenWireLink links a brokernet pair with bridges over OpenWire.
+func flagOpenWireLink(p *flagPair) {
 	ep := func(t *testing.T, b *testbroker.ActiveMQ) openwire.URI {
 		u, err := openwire.ParseURI(b.OpenWireURI() + "?initialReconnectDelay=100&maxReconnectDelay=1000")
 		if err != nil {
@@ -97,34 +97,34 @@ func openwireLink(p *pair) {
 	}
 }
 
-// jmsMsg is one message a Flags consumer printed.
-type jmsMsg struct {
+// flagMsg is one message a Flags consumer printed.
+type flagMsg struct {
 	i     int
 	group string
 }
 
-// jmsConsumer is a running Flags consumer.
-type jmsConsumer struct {
+// flagConsumer is a running Flags consumer.
+type flagConsumer struct {
 	p    *jmstest.Proc
 	stop string // the file that stops it
 }
 
-// consume starts a Flags consumer on broker b and waits until it exists.
-func consume(t *testing.T, b *testbroker.ActiveMQ, dest string, opts ...string) *jmsConsumer {
+// flagConsume starts a Flags consumer on broker b and waits until it exists.
+func flagConsume(t *testing.T, b *testbroker.ActiveMQ, dest string, opts ...string) *flagConsumer {
 	t.Helper()
 	stop := filepath.Join(t.TempDir(), "stop")
 	args := append([]string{"consume", b.OpenWireURI(), dest, "stop=" + stop}, opts...)
-	c := &jmsConsumer{p: jmstest.Start(t, "Flags", args...), stop: stop}
+	c := &flagConsumer{p: jmstest.Start(t, "Flags", args...), stop: stop}
 	c.p.WaitLine(t, "READY", 60*time.Second)
 	return c
 }
 
 // msgs returns what the consumer received so far.
-func (c *jmsConsumer) msgs(t *testing.T) []jmsMsg {
+func (c *flagConsumer) msgs(t *testing.T) []flagMsg {
 	t.Helper()
-	var out []jmsMsg
+	var out []flagMsg
 	for _, l := range jmstest.Prefixed(c.p.Lines(), "MSG ") {
-		var m jmsMsg
+		var m flagMsg
 		for _, f := range strings.Fields(l) {
 			k, v, _ := strings.Cut(f, "=")
 			switch k {
@@ -144,7 +144,7 @@ func (c *jmsConsumer) msgs(t *testing.T) []jmsMsg {
 }
 
 // close stops the consumer (its connection closes) and waits for its end.
-func (c *jmsConsumer) close(t *testing.T) {
+func (c *flagConsumer) close(t *testing.T) {
 	t.Helper()
 	if err := os.WriteFile(c.stop, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -152,8 +152,8 @@ func (c *jmsConsumer) close(t *testing.T) {
 	c.p.WaitLine(t, "COUNT", 60*time.Second)
 }
 
-// produce sends n messages (i = from..from+n-1) to dest on b with Flags.
-func produce(t *testing.T, b *testbroker.ActiveMQ, dest string, from, n int, opts ...string) {
+// flagProduce sends n messages (i = from..from+n-1) to dest on b with Flags.
+func flagProduce(t *testing.T, b *testbroker.ActiveMQ, dest string, from, n int, opts ...string) {
 	t.Helper()
 	args := append([]string{"produce", b.OpenWireURI(), dest, strconv.Itoa(n), "from=" + strconv.Itoa(from)}, opts...)
 	if out := jmstest.Run(t, 60*time.Second, "Flags", args...); !strings.Contains(out, "SENT "+strconv.Itoa(n)) {
@@ -161,16 +161,16 @@ func produce(t *testing.T, b *testbroker.ActiveMQ, dest string, from, n int, opt
 	}
 }
 
-// waitConsumers waits until queue q on b has at least n consumers (demand
+// flagWaitConsumers waits until queue q on b has at least n consumers (demand
 // subscriptions and network consumers included).
-func waitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
+func flagWaitConsumers(t *testing.T, b *testbroker.ActiveMQ, q string, n int64) {
 	t.Helper()
-	waitDestConsumers(t, b, "queue://"+q, n)
+	flagWaitDestConsumers(t, b, "queue://"+q, n)
 }
 
-// waitDestConsumers waits until dest ("queue://NAME" or "topic://NAME") on b
+// flagWaitDestConsumers waits until dest ("queue://NAME" or "topic://NAME") on b
 // has at least n consumers.
-func waitDestConsumers(t *testing.T, b *testbroker.ActiveMQ, dest string, n int64) {
+func flagWaitDestConsumers(t *testing.T, b *testbroker.ActiveMQ, dest string, n int64) {
 	t.Helper()
 	stomptest.Eventually(t, 30*time.Second, func() error {
 		var st testbroker.DestStats
@@ -190,9 +190,9 @@ func waitDestConsumers(t *testing.T, b *testbroker.ActiveMQ, dest string, n int6
 	})
 }
 
-// waitTotal waits until the consumers together received want distinct
+// flagWaitTotal waits until the consumers together received want distinct
 // messages and returns how many each received.
-func waitTotal(t *testing.T, want int, cs ...*jmsConsumer) []int {
+func flagWaitTotal(t *testing.T, want int, cs ...*flagConsumer) []int {
 	t.Helper()
 	var counts []int
 	stomptest.Eventually(t, 60*time.Second, func() error {
@@ -213,8 +213,8 @@ func waitTotal(t *testing.T, want int, cs ...*jmsConsumer) []int {
 	return counts
 }
 
-// checkNoDuplicates fails the test if any message reached the consumers twice.
-func checkNoDuplicates(t *testing.T, cs ...*jmsConsumer) {
+// flagNoDuplicates fails the test if any message reached the consumers twice.
+func flagNoDuplicates(t *testing.T, cs ...*flagConsumer) {
 	t.Helper()
 	seen := map[int]int{}
 	for _, c := range cs {
@@ -236,39 +236,39 @@ func checkNoDuplicates(t *testing.T, cs ...*jmsConsumer) {
 // standby on B gets everything.
 func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, "", `duplex="true"`)
+	bn, native := startFlagPairs(t, "", `duplex="true"`)
 	ow := bn
 	ow.name = "brokernet over OpenWire"
-	stompLink(&bn)
+	flagStompLink(&bn)
 	bn.name = "brokernet over STOMP"
-	openwireLink(&ow)
-	for i, p := range []pair{native, bn, ow} {
+	flagOpenWireLink(&ow)
+	for i, p := range []flagPair{native, bn, ow} {
 		t.Run(p.name, func(t *testing.T) {
 			q := "excl" + strconv.Itoa(i)
 			p.link(t, true)
-			ca := consume(t, p.a, "queue://"+q, "exclusive")
-			waitConsumers(t, p.b, q, 1) // the demand for ca on B
-			cb := consume(t, p.b, "queue://"+q, "exclusive")
-			waitConsumers(t, p.a, q, 2) // ca and the demand for cb on A
+			ca := flagConsume(t, p.a, "queue://"+q, "exclusive")
+			flagWaitConsumers(t, p.b, q, 1) // the demand for ca on B
+			cb := flagConsume(t, p.b, "queue://"+q, "exclusive")
+			flagWaitConsumers(t, p.a, q, 2) // ca and the demand for cb on A
 
-			produce(t, p.a, "queue://"+q, 0, 50)
-			produce(t, p.b, "queue://"+q, 1000, 50)
-			counts := waitTotal(t, 100, ca, cb)
+			flagProduce(t, p.a, "queue://"+q, 0, 50)
+			flagProduce(t, p.b, "queue://"+q, 1000, 50)
+			counts := flagWaitTotal(t, 100, ca, cb)
 			t.Logf("%s: with both exclusive consumers, A's got %d, B's %d of 100 sent on A and B", p.name, counts[0], counts[1])
 			if counts[0] != 100 || counts[1] != 0 {
 				t.Errorf("the first exclusive consumer (A's) got %d, the standby (B's) %d; want 100 and 0", counts[0], counts[1])
 			}
 
 			ca.close(t)
-			produce(t, p.a, "queue://"+q, 2000, 50)
-			produce(t, p.b, "queue://"+q, 3000, 50)
-			counts = waitTotal(t, 200, ca, cb)
+			flagProduce(t, p.a, "queue://"+q, 2000, 50)
+			flagProduce(t, p.b, "queue://"+q, 3000, 50)
+			counts = flagWaitTotal(t, 200, ca, cb)
 			t.Logf("%s: after A's left, A's has %d, B's %d of 200", p.name, counts[0], counts[1])
 			if counts[1] != 100 {
 				t.Errorf("the standby got %d once the active one left, want 100", counts[1])
 			}
 			cb.close(t)
-			checkNoDuplicates(t, ca, cb)
+			flagNoDuplicates(t, ca, cb)
 		})
 	}
 }
@@ -281,27 +281,27 @@ func TestExclusiveConsumerAcrossBrokers(t *testing.T) {
 // its broker.
 func TestExclusiveWithDecreasedPriority(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, "", `duplex="true" decreaseNetworkConsumerPriority="true"`)
+	bn, native := startFlagPairs(t, "", `duplex="true" decreaseNetworkConsumerPriority="true"`)
 	bn.link = func(t *testing.T, duplex bool) {
 		mod := func(c *bridge.Config) { c.Demand.DecreasePriority = true }
 		ab := startBridge(t, bn.a.StompURI(), bn.b.StompURI(), mod)
 		ba := startBridge(t, bn.b.StompURI(), bn.a.StompURI(), mod)
 		t.Cleanup(func() { ab.stop(); ba.stop() })
 	}
-	for i, p := range []pair{native, bn} {
+	for i, p := range []flagPair{native, bn} {
 		t.Run(p.name, func(t *testing.T) {
 			q := "exprio" + strconv.Itoa(i)
 			p.link(t, true)
-			ca := consume(t, p.a, "queue://"+q, "exclusive")
-			waitConsumers(t, p.b, q, 1)
-			cb := consume(t, p.b, "queue://"+q, "exclusive")
-			waitConsumers(t, p.a, q, 2)
-			produce(t, p.a, "queue://"+q, 0, 50)
-			produce(t, p.b, "queue://"+q, 1000, 50)
-			counts := waitTotal(t, 100, ca, cb)
+			ca := flagConsume(t, p.a, "queue://"+q, "exclusive")
+			flagWaitConsumers(t, p.b, q, 1)
+			cb := flagConsume(t, p.b, "queue://"+q, "exclusive")
+			flagWaitConsumers(t, p.a, q, 2)
+			flagProduce(t, p.a, "queue://"+q, 0, 50)
+			flagProduce(t, p.b, "queue://"+q, 1000, 50)
+			counts := flagWaitTotal(t, 100, ca, cb)
 			ca.close(t)
 			cb.close(t)
-			checkNoDuplicates(t, ca, cb)
+			flagNoDuplicates(t, ca, cb)
 			t.Logf("%s: A's exclusive consumer got %d, B's %d of 50 sent on A and 50 on B", p.name, counts[0], counts[1])
 			if counts[0] != 50 || counts[1] != 50 {
 				t.Errorf("A's got %d, B's %d; want each its own broker's 50", counts[0], counts[1])
@@ -346,29 +346,29 @@ func waitExclusiveDemand(t *testing.T, b *testbroker.ActiveMQ, q string) {
 // the consumer that made the demand (the plain one): A keeps sharing.
 func TestExclusiveJoinsConduit(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, "", "")
-	stompLink(&bn)
-	for i, p := range []pair{native, bn} {
+	bn, native := startFlagPairs(t, "", "")
+	flagStompLink(&bn)
+	for i, p := range []flagPair{native, bn} {
 		t.Run(p.name, func(t *testing.T) {
 			q := "exjoin" + strconv.Itoa(i)
 			p.link(t, false)
-			ca := consume(t, p.a, "queue://"+q)
-			cb1 := consume(t, p.b, "queue://"+q)
-			waitConsumers(t, p.a, q, 2)
-			produce(t, p.a, "queue://"+q, 0, 20)
-			waitTotal(t, 20, ca, cb1)
-			cb2 := consume(t, p.b, "queue://"+q, "exclusive")
-			waitConsumers(t, p.b, q, 2)
+			ca := flagConsume(t, p.a, "queue://"+q)
+			cb1 := flagConsume(t, p.b, "queue://"+q)
+			flagWaitConsumers(t, p.a, q, 2)
+			flagProduce(t, p.a, "queue://"+q, 0, 20)
+			flagWaitTotal(t, 20, ca, cb1)
+			cb2 := flagConsume(t, p.b, "queue://"+q, "exclusive")
+			flagWaitConsumers(t, p.b, q, 2)
 			if p.name == "brokernet" {
 				waitExclusiveDemand(t, p.a, q)
 			}
-			produce(t, p.a, "queue://"+q, 100, 100)
-			counts := waitTotal(t, 120, ca, cb1, cb2)
-			for _, c := range []*jmsConsumer{ca, cb1, cb2} {
+			flagProduce(t, p.a, "queue://"+q, 100, 100)
+			counts := flagWaitTotal(t, 120, ca, cb1, cb2)
+			for _, c := range []*flagConsumer{ca, cb1, cb2} {
 				c.close(t)
 			}
-			checkNoDuplicates(t, ca, cb1, cb2)
-			second := func(c *jmsConsumer) int {
+			flagNoDuplicates(t, ca, cb1, cb2)
+			second := func(c *flagConsumer) int {
 				n := 0
 				for _, m := range c.msgs(t) {
 					if m.i >= 100 {
@@ -397,27 +397,27 @@ func TestExclusiveJoinsConduit(t *testing.T) {
 // the demand subscription) and nothing is lost or duplicated.
 func TestMessageGroupsAcrossBrokers(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, "", `duplex="true"`)
+	bn, native := startFlagPairs(t, "", `duplex="true"`)
 	ow := bn
-	stompLink(&bn)
+	flagStompLink(&bn)
 	bn.name = "brokernet over STOMP"
-	openwireLink(&ow)
+	flagOpenWireLink(&ow)
 	ow.name = "brokernet over OpenWire"
-	for i, p := range []pair{native, ow, bn} {
+	for i, p := range []flagPair{native, ow, bn} {
 		t.Run(p.name, func(t *testing.T) {
 			q := "groups" + strconv.Itoa(i)
 			p.link(t, true)
-			ca := consume(t, p.a, "queue://"+q)
-			cb1 := consume(t, p.b, "queue://"+q)
-			cb2 := consume(t, p.b, "queue://"+q)
-			waitConsumers(t, p.a, q, 2)
-			waitConsumers(t, p.b, q, 3)
-			produce(t, p.a, "queue://"+q, 0, 100, "groups=4")
-			counts := waitTotal(t, 100, ca, cb1, cb2)
+			ca := flagConsume(t, p.a, "queue://"+q)
+			cb1 := flagConsume(t, p.b, "queue://"+q)
+			cb2 := flagConsume(t, p.b, "queue://"+q)
+			flagWaitConsumers(t, p.a, q, 2)
+			flagWaitConsumers(t, p.b, q, 3)
+			flagProduce(t, p.a, "queue://"+q, 0, 100, "groups=4")
+			counts := flagWaitTotal(t, 100, ca, cb1, cb2)
 			owners := map[string]map[string]bool{} // group (from i) -> consumers
 			onA := map[string]bool{}               // group -> whether its messages were consumed on A
 			lost := 0
-			for name, c := range map[string]*jmsConsumer{"A": ca, "B1": cb1, "B2": cb2} {
+			for name, c := range map[string]*flagConsumer{"A": ca, "B1": cb1, "B2": cb2} {
 				last := map[string]int{}
 				for _, m := range c.msgs(t) {
 					g := "g" + strconv.Itoa(m.i%4)
@@ -449,10 +449,10 @@ func TestMessageGroupsAcrossBrokers(t *testing.T) {
 			if p.name != "brokernet over STOMP" && (split != 0 || lost != 0) {
 				t.Errorf("%d groups split between consumers, %d messages lost their JMSXGroupID", split, lost)
 			}
-			for _, c := range []*jmsConsumer{ca, cb1, cb2} {
+			for _, c := range []*flagConsumer{ca, cb1, cb2} {
 				c.close(t)
 			}
-			checkNoDuplicates(t, ca, cb1, cb2)
+			flagNoDuplicates(t, ca, cb1, cb2)
 		})
 	}
 }
@@ -467,24 +467,24 @@ const recoverLast10 = `<policyEntry topic=">"><subscriptionRecoveryPolicy><fixed
 // its recovery policy kept, and the consumer gets those and what follows.
 func TestRetroactiveConsumerAcrossBrokers(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, recoverLast10, `duplex="true"`)
+	bn, native := startFlagPairs(t, recoverLast10, `duplex="true"`)
 	ow := bn
-	stompLink(&bn)
+	flagStompLink(&bn)
 	bn.name = "brokernet over STOMP"
-	openwireLink(&ow)
+	flagOpenWireLink(&ow)
 	ow.name = "brokernet over OpenWire"
-	for i, p := range []pair{native, bn, ow} {
+	for i, p := range []flagPair{native, bn, ow} {
 		t.Run(p.name, func(t *testing.T) {
 			topic := "topic://retro" + strconv.Itoa(i)
 			p.link(t, true)
-			produce(t, p.a, topic, 0, 20)
-			c := consume(t, p.b, topic, "retroactive")
-			waitDestConsumers(t, p.a, topic, 1)
-			waitTotal(t, 10, c)
-			produce(t, p.a, topic, 20, 5)
-			waitTotal(t, 15, c)
+			flagProduce(t, p.a, topic, 0, 20)
+			c := flagConsume(t, p.b, topic, "retroactive")
+			flagWaitDestConsumers(t, p.a, topic, 1)
+			flagWaitTotal(t, 10, c)
+			flagProduce(t, p.a, topic, 20, 5)
+			flagWaitTotal(t, 15, c)
 			c.close(t)
-			got := sortedInts(t, c)
+			got := flagSorted(t, c)
 			t.Logf("%s: the retroactive consumer on B got %v", p.name, got)
 			want := []int{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}
 			if !slices.Equal(got, want) {
@@ -503,23 +503,23 @@ func TestRetroactiveConsumerAcrossBrokers(t *testing.T) {
 // remote consumer's connection never publishes there).
 func TestNoLocalConsumerAcrossBrokers(t *testing.T) {
 	t.Parallel()
-	bn, native := startPairs(t, "", `duplex="true"`)
-	stompLink(&bn)
-	for i, p := range []pair{native, bn} {
+	bn, native := startFlagPairs(t, "", `duplex="true"`)
+	flagStompLink(&bn)
+	for i, p := range []flagPair{native, bn} {
 		t.Run(p.name, func(t *testing.T) {
 			topic := "topic://nolocal" + strconv.Itoa(i)
 			p.link(t, true)
-			ca := consume(t, p.a, topic)
-			waitDestConsumers(t, p.b, topic, 1) // the demand for ca on B
-			cb := consume(t, p.b, topic, "nolocal", "self=20")
+			ca := flagConsume(t, p.a, topic)
+			flagWaitDestConsumers(t, p.b, topic, 1) // the demand for ca on B
+			cb := flagConsume(t, p.b, topic, "nolocal", "self=20")
 			cb.p.WaitLine(t, "SELF", 60*time.Second)
-			waitDestConsumers(t, p.a, topic, 2) // ca and the demand for cb on A
-			produce(t, p.a, topic, 0, 30)
-			waitTotal(t, 50, ca)
-			waitTotal(t, 30, cb)
+			flagWaitDestConsumers(t, p.a, topic, 2) // ca and the demand for cb on A
+			flagProduce(t, p.a, topic, 0, 30)
+			flagWaitTotal(t, 50, ca)
+			flagWaitTotal(t, 30, cb)
 			ca.close(t)
 			cb.close(t)
-			gotA, gotB := sortedInts(t, ca), sortedInts(t, cb)
+			gotA, gotB := flagSorted(t, ca), flagSorted(t, cb)
 			t.Logf("%s: A's consumer got %d, B's noLocal consumer %d (%d of its own)", p.name, len(gotA), len(gotB), len(gotB)-30)
 			if len(gotA) != 50 || len(gotB) != 30 || gotB[29] != 29 {
 				t.Errorf("A's consumer got %d, want 50; B's noLocal consumer %v, want 0..29", len(gotA), gotB)
@@ -528,8 +528,8 @@ func TestNoLocalConsumerAcrossBrokers(t *testing.T) {
 	}
 }
 
-// sortedInts returns the message numbers a consumer received, sorted.
-func sortedInts(t *testing.T, c *jmsConsumer) []int {
+// flagSorted returns the message numbers a consumer received, sorted.
+func flagSorted(t *testing.T, c *flagConsumer) []int {
 	var out []int
 	for _, m := range c.msgs(t) {
 		out = append(out, m.i)
@@ -538,20 +538,20 @@ func sortedInts(t *testing.T, c *jmsConsumer) []int {
 	return out
 }
 
-// startNativePair starts two brokers with brokerAttrs, A with a
+// startNativeFlagPair starts two brokers with brokerAttrs, A with a
 // networkConnector to B with attrs.
-func startNativePair(t *testing.T, name, policy, brokerAttrs, attrs string) pair {
+func startNativeFlagPair(t *testing.T, name, policy, brokerAttrs, attrs string) flagPair {
 	t.Helper()
 	id := strings.NewReplacer(" ", "-", "/", "-").Replace(name + "-" + t.Name())
 	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "NB", ID: "NB-" + id, PolicyEntries: policy, BrokerAttrs: brokerAttrs})
 	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "NA", ID: "NA-" + id, PolicyEntries: policy, BrokerAttrs: brokerAttrs,
 		NetworkConnectors: []string{b.OpenWireURI()}, NetworkAttrs: attrs})
-	return pair{name: name, a: a, b: b, link: func(*testing.T, bool) {}}
+	return flagPair{name: name, a: a, b: b, link: func(*testing.T, bool) {}}
 }
 
-// queueCounts returns queue q's size and enqueue count on b (0, 0 if it does
+// flagQueueCounts returns queue q's size and enqueue count on b (0, 0 if it does
 // not exist).
-func queueCounts(t *testing.T, b *testbroker.ActiveMQ, q string) (size, enqueued int64) {
+func flagQueueCounts(t *testing.T, b *testbroker.ActiveMQ, q string) (size, enqueued int64) {
 	t.Helper()
 	st, err := b.QueueStats(t.Context(), q)
 	if errors.Is(err, testbroker.ErrNoSuchDestination) {
@@ -568,7 +568,7 @@ func queueCounts(t *testing.T, b *testbroker.ActiveMQ, q string) (size, enqueued
 type vtScenario struct {
 	name   string
 	duplex bool // needs links both ways
-	run    func(t *testing.T, ck vtCheck, p pair, vt string)
+	run    func(t *testing.T, ck vtCheck, p flagPair, vt string)
 }
 
 // vtCheck reports a scenario's deviations: as errors, or for a configuration
@@ -588,7 +588,7 @@ func (c vtCheck) errorf(format string, args ...any) {
 }
 
 // noDuplicates reports messages that reached the consumers more than once.
-func (c vtCheck) noDuplicates(cs ...*jmsConsumer) {
+func (c vtCheck) noDuplicates(cs ...*flagConsumer) {
 	c.t.Helper()
 	seen := map[int]int{}
 	for _, cons := range cs {
@@ -607,12 +607,12 @@ func (c vtCheck) noDuplicates(cs ...*jmsConsumer) {
 
 // empty waits until queue q is empty on both brokers, so that copies that
 // would come late have come; what stays is reported.
-func (c vtCheck) empty(p pair, q string) {
+func (c vtCheck) empty(p flagPair, q string) {
 	c.t.Helper()
 	var sa, sb int64
 	err := poll(20*time.Second, func() error {
-		sa, _ = queueCounts(c.t, p.a, q)
-		sb, _ = queueCounts(c.t, p.b, q)
+		sa, _ = flagQueueCounts(c.t, p.a, q)
+		sb, _ = flagQueueCounts(c.t, p.b, q)
 		if sa+sb != 0 {
 			return fmt.Errorf("%s holds %d on A, %d on B", q, sa, sb)
 		}
@@ -625,31 +625,31 @@ func (c vtCheck) empty(p pair, q string) {
 
 // vtScenarios are the virtual topic scenarios of TestVirtualTopicAcrossBrokers.
 var vtScenarios = []vtScenario{
-	{"a consumer on B gets what is published on A", false, func(t *testing.T, ck vtCheck, p pair, vt string) {
+	{"a consumer on B gets what is published on A", false, func(t *testing.T, ck vtCheck, p flagPair, vt string) {
 		q := "Consumer.X." + vt
-		cb := consume(t, p.b, "queue://"+q)
-		waitConsumers(t, p.a, q, 1)
-		produce(t, p.a, "topic://"+vt, 0, 100)
-		waitTotal(t, 100, cb)
+		cb := flagConsume(t, p.b, "queue://"+q)
+		flagWaitConsumers(t, p.a, q, 1)
+		flagProduce(t, p.a, "topic://"+vt, 0, 100)
+		flagWaitTotal(t, 100, cb)
 		ck.empty(p, q)
 		cb.close(t)
 		n := len(cb.msgs(t))
-		_, enqB := queueCounts(t, p.b, q)
+		_, enqB := flagQueueCounts(t, p.b, q)
 		t.Logf("%s: B's consumer got %d of 100; B's %s enqueued %d", p.name, n, q, enqB)
 		ck.noDuplicates(cb)
 		if n != 100 || enqB != 100 {
 			ck.errorf("B's consumer got %d, B's queue enqueued %d; want 100 and 100", n, enqB)
 		}
 	}},
-	{"consumers of one group on A and B get what is published on either once", true, func(t *testing.T, ck vtCheck, p pair, vt string) {
+	{"consumers of one group on A and B get what is published on either once", true, func(t *testing.T, ck vtCheck, p flagPair, vt string) {
 		q := "Consumer.X." + vt
-		ca := consume(t, p.a, "queue://"+q)
-		cb := consume(t, p.b, "queue://"+q)
-		waitConsumers(t, p.a, q, 2)
-		waitConsumers(t, p.b, q, 2)
-		produce(t, p.a, "topic://"+vt, 0, 100)
-		produce(t, p.b, "topic://"+vt, 1000, 100)
-		waitTotal(t, 200, ca, cb)
+		ca := flagConsume(t, p.a, "queue://"+q)
+		cb := flagConsume(t, p.b, "queue://"+q)
+		flagWaitConsumers(t, p.a, q, 2)
+		flagWaitConsumers(t, p.b, q, 2)
+		flagProduce(t, p.a, "topic://"+vt, 0, 100)
+		flagProduce(t, p.b, "topic://"+vt, 1000, 100)
+		flagWaitTotal(t, 200, ca, cb)
 		ck.empty(p, q)
 		ca.close(t)
 		cb.close(t)
@@ -660,16 +660,16 @@ var vtScenarios = []vtScenario{
 			ck.errorf("the group got %d messages, want 200", na+nb)
 		}
 	}},
-	{"two groups on two brokers each get every message once", true, func(t *testing.T, ck vtCheck, p pair, vt string) {
+	{"two groups on two brokers each get every message once", true, func(t *testing.T, ck vtCheck, p flagPair, vt string) {
 		qx, qz := "Consumer.X."+vt, "Consumer.Z."+vt
-		cx := consume(t, p.b, "queue://"+qx)
-		cz := consume(t, p.a, "queue://"+qz)
-		waitConsumers(t, p.a, qx, 1)
-		waitConsumers(t, p.b, qz, 1)
-		produce(t, p.a, "topic://"+vt, 0, 100)
-		produce(t, p.b, "topic://"+vt, 1000, 100)
-		waitTotal(t, 200, cx)
-		waitTotal(t, 200, cz)
+		cx := flagConsume(t, p.b, "queue://"+qx)
+		cz := flagConsume(t, p.a, "queue://"+qz)
+		flagWaitConsumers(t, p.a, qx, 1)
+		flagWaitConsumers(t, p.b, qz, 1)
+		flagProduce(t, p.a, "topic://"+vt, 0, 100)
+		flagProduce(t, p.b, "topic://"+vt, 1000, 100)
+		flagWaitTotal(t, 200, cx)
+		flagWaitTotal(t, 200, cz)
 		ck.empty(p, qx)
 		ck.empty(p, qz)
 		cx.close(t)
@@ -691,20 +691,20 @@ var vtScenarios = []vtScenario{
 	// message id and B's queue drops the second copy (its cursor's duplicate
 	// audit); brokernet's forwarded copies have new ids (a STOMP SEND cannot
 	// set one), so B's group gets both. What it must do: lose nothing.
-	{"a topic subscriber beside a group on B", false, func(t *testing.T, ck vtCheck, p pair, vt string) {
+	{"a topic subscriber beside a group on B", false, func(t *testing.T, ck vtCheck, p flagPair, vt string) {
 		q := "Consumer.X." + vt
-		cx := consume(t, p.b, "queue://"+q)
-		ct := consume(t, p.b, "topic://"+vt)
-		waitConsumers(t, p.a, q, 1)
-		waitDestConsumers(t, p.a, "topic://"+vt, 1)
-		produce(t, p.a, "topic://"+vt, 0, 100)
-		waitTotal(t, 100, cx)
-		waitTotal(t, 100, ct)
+		cx := flagConsume(t, p.b, "queue://"+q)
+		ct := flagConsume(t, p.b, "topic://"+vt)
+		flagWaitConsumers(t, p.a, q, 1)
+		flagWaitDestConsumers(t, p.a, "topic://"+vt, 1)
+		flagProduce(t, p.a, "topic://"+vt, 0, 100)
+		flagWaitTotal(t, 100, cx)
+		flagWaitTotal(t, 100, ct)
 		ck.empty(p, q)
 		cx.close(t)
 		ct.close(t)
 		nx, nt := len(cx.msgs(t)), len(ct.msgs(t))
-		_, enqB := queueCounts(t, p.b, q)
+		_, enqB := flagQueueCounts(t, p.b, q)
 		t.Logf("%s: group X on B got %d, the topic subscriber on B %d of 100; B's %s enqueued %d", p.name, nx, nt, q, enqB)
 		ck.noDuplicates(ct)
 		if strings.HasPrefix(p.name, "brokernet") {
@@ -715,15 +715,15 @@ var vtScenarios = []vtScenario{
 		}
 		ck.noDuplicates(cx)
 	}},
-	{"a topic subscriber beside a group on B, the virtual topic not bridged", false, func(t *testing.T, ck vtCheck, p pair, vt string) {
+	{"a topic subscriber beside a group on B, the virtual topic not bridged", false, func(t *testing.T, ck vtCheck, p flagPair, vt string) {
 		q := "Consumer.X." + vt
-		cx := consume(t, p.b, "queue://"+q)
-		ct := consume(t, p.b, "topic://"+vt)
-		waitConsumers(t, p.a, q, 1)
-		produce(t, p.a, "topic://"+vt, 0, 100)
-		produce(t, p.b, "topic://"+vt, 1000, 10)
-		waitTotal(t, 110, cx)
-		waitTotal(t, 10, ct)
+		cx := flagConsume(t, p.b, "queue://"+q)
+		ct := flagConsume(t, p.b, "topic://"+vt)
+		flagWaitConsumers(t, p.a, q, 1)
+		flagProduce(t, p.a, "topic://"+vt, 0, 100)
+		flagProduce(t, p.b, "topic://"+vt, 1000, 10)
+		flagWaitTotal(t, 110, cx)
+		flagWaitTotal(t, 10, ct)
 		ck.empty(p, q)
 		cx.close(t)
 		ct.close(t)
@@ -740,7 +740,7 @@ var vtScenarios = []vtScenario{
 // links A→B only, both when it links both ways (the same pair may be given).
 // Pairs named in lenient only report deviations. A pair's scenarios on
 // excluded virtual topics run only if its name has "excluding".
-func runVT(t *testing.T, oneWay, both []pair, lenient ...string) {
+func runVT(t *testing.T, oneWay, both []flagPair, lenient ...string) {
 	for i, sc := range vtScenarios {
 		for _, duplex := range []bool{false, true} {
 			if sc.duplex && !duplex {
@@ -771,13 +771,13 @@ func runVT(t *testing.T, oneWay, both []pair, lenient ...string) {
 // (--duplex), as with the networkConnector (without useVirtualDestSubs).
 func TestVirtualTopicAcrossBrokers(t *testing.T) {
 	t.Parallel()
-	bn, nativeDuplex := startPairs(t, "", `duplex="true"`)
+	bn, nativeDuplex := startFlagPairs(t, "", `duplex="true"`)
 	nativeDuplex.name = "networkConnector duplex"
-	native := startNativePair(t, "networkConnector", "", "", "")
+	native := startNativeFlagPair(t, "networkConnector", "", "", "")
 	ow := bn
-	stompLink(&bn)
+	flagStompLink(&bn)
 	bn.name = "brokernet over STOMP"
-	openwireLink(&ow)
+	flagOpenWireLink(&ow)
 	ow.name = "brokernet over OpenWire"
 	excl := bn
 	excl.name = "brokernet excluding topic://VirtualTopic.>"
@@ -794,7 +794,7 @@ func TestVirtualTopicAcrossBrokers(t *testing.T) {
 			t.Cleanup(func() { ba.stop() })
 		}
 	}
-	runVT(t, []pair{native, bn, ow, excl}, []pair{nativeDuplex, bn, ow, excl})
+	runVT(t, []flagPair{native, bn, ow, excl}, []flagPair{nativeDuplex, bn, ow, excl})
 }
 
 // TestVirtualTopicUseVirtualDestSubs runs the virtual topic scenarios over
@@ -803,6 +803,6 @@ func TestVirtualTopicAcrossBrokers(t *testing.T) {
 func TestVirtualTopicUseVirtualDestSubs(t *testing.T) {
 	t.Parallel()
 	testbroker.Require(t)
-	p := startNativePair(t, "networkConnector useVirtualDestSubs", "", `useVirtualDestSubs="true"`, `duplex="true" useVirtualDestSubs="true"`)
-	runVT(t, []pair{p}, []pair{p}, p.name)
+	p := startNativeFlagPair(t, "networkConnector useVirtualDestSubs", "", `useVirtualDestSubs="true"`, `duplex="true" useVirtualDestSubs="true"`)
+	runVT(t, []flagPair{p}, []flagPair{p}, p.name)
 }
