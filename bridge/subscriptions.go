@@ -100,13 +100,6 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		// forwarded; those stay unsettled, so settlement must be individual.
 		ts.Ack = transport.Individual
 	}
-	if (sub.Exclusive || sub.Retroactive) && p.conn.Info().Flavour != transport.ActiveMQ {
-		// RabbitMQ's STOMP and AMQP 1.0 subscriptions have no exclusive or
-		// retroactive consumer (docs/consumer-flags.md): served without them.
-		s.log.Warn().Str("destination", sub.Destination.String()).Bool("exclusive", sub.Exclusive).
-			Bool("retroactive", sub.Retroactive).Stringer("broker", p.conn.Info().Flavour).
-			Msg("consumer flags not carried: the local broker has no such subscription property")
-	}
 	bridgeFilters := !p.conn.Info().Selectors
 	if bridgeFilters {
 		if sub.UserSelector != "" || sub.Replay {
@@ -119,6 +112,13 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		}
 		ts.Selector = ""
 		ts.Ack = transport.Individual
+	}
+	if (sub.Exclusive || sub.Retroactive) && p.conn.Info().Flavour != transport.ActiveMQ {
+		// RabbitMQ's STOMP and AMQP 1.0 subscriptions have no exclusive or
+		// retroactive consumer (docs/consumer-flags.md): served without them.
+		s.log.Warn().Str("destination", sub.Destination.String()).Bool("exclusive", sub.Exclusive).
+			Bool("retroactive", sub.Retroactive).Stringer("broker", p.conn.Info().Flavour).
+			Msg("consumer flags not carried: the local broker has no such subscription property")
 	}
 	// The confirmation is not waited for here: that would stop this loop from
 	// reading the deliveries it may queue behind. It marks the subscription
