@@ -51,12 +51,17 @@ func (s *session) onDestination(ctx context.Context, ev advisory.DestinationEven
 // applyRemote applies remote consumer events (after the Expander) to the table
 // and writes the changes.
 func (s *session) applyRemote(ctx context.Context, evs []advisory.Event) error {
+	overlap := false
 	for _, ev := range evs {
 		changes, decision := s.table.Apply(ev)
 		s.log.Debug().Str("consumer", ev.Consumer.ID).Str("decision", decision.String()).Msg("advisory")
 		if err := s.apply(ctx, changes); err != nil {
 			return err
 		}
+		overlap = overlap || mayOverlap(changes)
+	}
+	if overlap {
+		s.warnVirtualTopics()
 	}
 	return nil
 }

@@ -52,6 +52,9 @@ type session struct {
 	// waitingDurable holds durable subscriptions to make once the live
 	// subscription with the same name is gone: ActiveMQ refuses a second one.
 	waitingDurable map[string]demand.Subscription
+	// vtWarned are the virtual topics warned about as bridged twice
+	// (warnVirtualTopics); nil until the first warning.
+	vtWarned map[string]bool
 
 	dedup  topicDedup
 	replay replayState

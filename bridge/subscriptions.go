@@ -76,6 +76,8 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		Selector:    sub.Selector,
 		Prefetch:    sub.Prefetch,
 		Priority:    sub.Priority,
+		Exclusive:   sub.Exclusive,
+		Retroactive: sub.Retroactive,
 	}
 	p := s.local
 	if sub.DurableName != "" {
@@ -110,6 +112,13 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		}
 		ts.Selector = ""
 		ts.Ack = transport.Individual
+	}
+	if (sub.Exclusive || sub.Retroactive) && p.conn.Info().Flavour != transport.ActiveMQ {
+		// RabbitMQ's STOMP and AMQP 1.0 subscriptions have no exclusive or
+		// retroactive consumer (docs/consumer-flags.md): served without them.
+		s.log.Warn().Str("destination", sub.Destination.String()).Bool("exclusive", sub.Exclusive).
+			Bool("retroactive", sub.Retroactive).Stringer("broker", p.conn.Info().Flavour).
+			Msg("consumer flags not carried: the local broker has no such subscription property")
 	}
 	// The confirmation is not waited for here: that would stop this loop from
 	// reading the deliveries it may queue behind. It marks the subscription
@@ -147,6 +156,12 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		Int("priority", sub.Priority).Strs("consumers", sub.Consumers)
 	if sub.UserSelector != "" {
 		ev = ev.Str("selector", sub.UserSelector)
+	}
+	if sub.Exclusive {
+		ev = ev.Bool("exclusive", true)
+	}
+	if sub.Retroactive {
+		ev = ev.Bool("retroactive", true)
 	}
 	if sub.DurableName != "" {
 		ev = ev.Str("durable", sub.DurableName)
@@ -296,4 +311,40 @@ func (s *session) updateSubStats() {
 	s.b.stats.DemandSubs.Store(int64(active))
 	s.b.stats.PendingSubs.Store(int64(len(s.subs) - active))
 	s.b.publishDemand(s.subs)
+}
+
+// mayOverlap reports whether changes subscribe to a topic or to a virtual
+// topic's consumer queue, the only changes after which warnVirtualTopics can
+// find something new.
+func mayOverlap(changes []demand.Change) bool {
+	for _, ch := range changes {
+		if ch.Kind != demand.Subscribe {
+			continue
+		}
+		if _, ok := demand.VirtualTopicOf(ch.Sub.Destination); ok || ch.Sub.Destination.Kind == destination.Topic {
+			return true
+		}
+	}
+	return false
+}
+
+// warnVirtualTopics warns once per session about each virtual topic the demand
+// takes both as a topic and through its consumer queues
+// (demand.Table.VirtualTopicOverlaps): the remote broker's consumer queues
+// then get its messages twice.
+func (s *session) warnVirtualTopics() {
+	for _, vt := range s.table.VirtualTopicOverlaps() {
+		if s.vtWarned[vt.String()] {
+			continue
+		}
+		if s.vtWarned == nil {
+			s.vtWarned = make(map[string]bool)
+		}
+		s.vtWarned[vt.String()] = true
+		s.log.Warn().Str("destination", vt.String()).
+			Msg("virtual topic bridged twice: a topic subscriber on the remote broker makes the topic travel, " +
+				"and the remote broker puts each copy in its Consumer.*." + vt.Name + " queues too, beside what their own demand forwards, " +
+				"so their consumers get those messages twice; bridge the consumer queues or the virtual topic, not both " +
+				"(exclude topic://VirtualTopic.> or the queues; docs/consumer-flags.md)")
+	}
 }

@@ -40,6 +40,8 @@ func (g churn) remote(id string) advisory.Consumer {
 		Prefetch:    g.pick(2) * 1000,
 		Browser:     g.pick(12) == 0,
 		Path:        paths[g.pick(len(paths))],
+		Exclusive:   g.pick(4) == 0,
+		Retroactive: g.pick(4) == 0,
 	}
 	if len(c.Path) > 0 {
 		if g.pick(2) == 0 {

@@ -108,6 +108,30 @@ type Subscription struct {
 	// a remote durable subscriber's demand never changes while that remote
 	// subscription exists with its selector.
 	DurableName string
+	// Exclusive makes the subscription an exclusive queue consumer on the
+	// local broker (ActiveMQ's ConsumerInfo.exclusive, STOMP
+	// activemq.exclusive). A queue demand subscription is exclusive when any
+	// remote consumer it serves is: the remote broker then dispatches to that
+	// consumer alone, and an exclusive demand subscription makes the local
+	// broker do the same for the network, so that of exclusive consumers on
+	// several brokers the first one stays the only active one (see
+	// docs/consumer-flags.md). ActiveMQ's ConduitBridge copies the flags of
+	// whichever consumer created the shared subscription; here the answer
+	// does not depend on the order in which the consumers came, and a
+	// conduit subscription is replaced (the new one first) when it changes.
+	// Static includes, replay and topic subscriptions are never exclusive.
+	Exclusive bool
+	// Retroactive asks the local broker to replay to the new subscription
+	// the recent topic messages its subscription recovery policy kept
+	// (ActiveMQ's ConsumerInfo.retroactive), as the networkConnector does
+	// for a retroactive remote consumer. It is set on a non-durable topic
+	// subscription whose first consumer was retroactive: it matters only
+	// when the subscription is made, so a retroactive consumer joining an
+	// existing subscription changes nothing (the remote broker's own
+	// recovery serves it what was forwarded), and the first consumer leaving
+	// does not take it away. (A solo consumer re-advised with the other
+	// flag is a new consumer, and gets a replacement.)
+	Retroactive bool
 	// Static is true for a subscription created by Start for a static
 	// include.
 	Static bool
@@ -407,7 +431,8 @@ func New(opts Options) *Table {
 // addition, reconciled as one step (a consumer that keeps its subscription
 // but changes its selector gives a replacement, not a gap). Demand-relevant
 // are destination, selector, path, origin, durable subscription name and
-// client id, the Browser/Bridge/Native/Replay flags and, unless
+// client id, the Browser/Bridge/Native/Replay/Exclusive/Retroactive flags
+// and, unless
 // DecreasePriority, priority; not prefetch, which ActiveMQ reports as 0 when
 // the consumer asked for a receipt and corrects later. A ConsumerRemoved for
 // an unknown id changes nothing.
@@ -489,6 +514,7 @@ func (t *Table) sameDemand(a, b advisory.Consumer) bool {
 		slices.Equal(a.Path, b.Path) && a.Origin == b.Origin &&
 		a.SubscriptionName == b.SubscriptionName && a.ClientID == b.ClientID &&
 		a.Browser == b.Browser && a.Bridge == b.Bridge && a.Native == b.Native && a.Replay == b.Replay &&
+		a.Exclusive == b.Exclusive && a.Retroactive == b.Retroactive &&
 		(t.opts.DecreasePriority || a.Priority == b.Priority)
 }
 

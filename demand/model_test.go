@@ -81,6 +81,7 @@ func (m *model) sameDemand(a, b advisory.Consumer) bool {
 	return a.Destination == b.Destination && blank(a.Selector) == blank(b.Selector) && slices.Equal(a.Path, b.Path) &&
 		a.Origin == b.Origin && a.SubscriptionName == b.SubscriptionName && a.ClientID == b.ClientID &&
 		a.Browser == b.Browser && a.Bridge == b.Bridge && a.Native == b.Native && a.Replay == b.Replay &&
+		a.Exclusive == b.Exclusive && a.Retroactive == b.Retroactive &&
 		(m.o.DecreasePriority || a.Priority == b.Priority)
 }
 
@@ -440,6 +441,12 @@ func (m *model) checkSubscription(t testing.TB, s Subscription) {
 		t.Fatalf("subscription %+v: selector parses as %q %+v %v", s, user, tag, ok)
 	}
 	switch {
+	case s.Replay || s.Static:
+		if s.Exclusive || s.Retroactive {
+			t.Fatalf("static or replay subscription %+v carries consumer flags", s)
+		}
+	}
+	switch {
 	case s.Replay:
 		if want := hop.ReplaySelector(s.UserSelector, m.o.RemoteID, tag); s.Selector != want || !slices.Equal(tag.Path, []string{m.o.RemoteID}) {
 			t.Fatalf("replay subscription %+v, want selector %q", s, want)
@@ -455,6 +462,19 @@ func (m *model) checkSubscription(t testing.TB, s Subscription) {
 		t.Fatalf("subscription %s: selector %q, want %q", s.ID, s.Selector, want)
 	}
 	first := m.remote[s.Consumers[0]]
+	// Exclusive: a queue subscription serving any exclusive consumer.
+	exclusive := false
+	for _, id := range s.Consumers {
+		exclusive = exclusive || m.remote[id].Exclusive
+	}
+	if want := exclusive && s.Destination.Kind == destination.Queue; s.Exclusive != want {
+		t.Fatalf("subscription %s: exclusive %v, want %v (consumers %v)", s.ID, s.Exclusive, want, s.Consumers)
+	}
+	// Retroactive: a non-durable topic subscription's first consumer's, which
+	// the model knows for solo groups only; never on queues or durables.
+	if s.Retroactive && (s.Destination.Kind != destination.Topic || s.DurableName != "") {
+		t.Fatalf("subscription %s: retroactive on %s (durable %q)", s.ID, s.Destination, s.DurableName)
+	}
 	conduit := m.o.Conduit && len(first.Path) == 0
 	wantPath := append(slices.Clone(first.Path), m.o.RemoteID)
 	if conduit {
@@ -471,6 +491,9 @@ func (m *model) checkSubscription(t testing.TB, s Subscription) {
 		if tag.Origin != wantOrigin {
 			t.Fatalf("subscription %s: origin %q, want %q", s.ID, tag.Origin, wantOrigin)
 		}
+	}
+	if !conduit && s.DurableName == "" && s.Destination.Kind == destination.Topic && s.Retroactive != first.Retroactive {
+		t.Fatalf("subscription %s: retroactive %v, its consumer's %v", s.ID, s.Retroactive, first.Retroactive)
 	}
 	if conduit && tag.Origin != conduitOrigin(m.o.RemoteID, s.Destination, s.DurableName != "") {
 		t.Fatalf("conduit subscription %s: origin %q", s.ID, tag.Origin)

@@ -315,10 +315,26 @@ func (t *Table) demandSpec(s *slot) *Subscription {
 		Priority:     s.priority,
 		Prefetch:     t.opts.Prefetch,
 	}
+	switch {
+	case s.key.dest.Kind == destination.Queue:
+		sub.Exclusive = s.exclusive()
+	case s.key.dest.Kind == destination.Topic && !s.key.durable:
+		sub.Retroactive = s.ident.Retroactive
+	}
 	if s.key.durable {
 		sub.DurableName = t.durableName(s, user)
 	}
 	return sub
+}
+
+// exclusive reports whether any consumer the group serves is exclusive.
+func (s *slot) exclusive() bool {
+	for _, m := range s.members {
+		if m.c.Exclusive {
+			return true
+		}
+	}
+	return false
 }
 
 // sameSpec reports whether a and b are the same subscription but for ID
@@ -327,6 +343,7 @@ func sameSpec(a, b *Subscription) bool {
 	return a.Destination == b.Destination && a.Selector == b.Selector &&
 		a.UserSelector == b.UserSelector && a.Priority == b.Priority &&
 		a.Prefetch == b.Prefetch && a.DurableName == b.DurableName &&
+		a.Exclusive == b.Exclusive && a.Retroactive == b.Retroactive &&
 		a.Static == b.Static && a.Replay == b.Replay
 }
 

@@ -15,6 +15,8 @@
 #                     [--quick-jit] [--debian-defaults]
 #                     [--network-attrs 'XML attributes'] [--network-xml 'XML']
 #                     [--policy-entries '<policyEntry .../>...']
+#                     [--broker-attrs 'XML attributes']
+#     --broker-attrs adds attributes to <broker>, e.g. useVirtualDestSubs="true"
 #     --network-attrs replaces the network connectors' duplex="false"; --network-xml
 #     goes inside each <networkConnector>; --policy-entries fill a destinationPolicy
 #     --debian-defaults runs the broker as Debian's package does: the JVM
@@ -161,7 +163,7 @@ cmd_start() {
 	local dir="" name="" id="" stomp_port="" ow_port="" persistent=false data_dir=""
 	local ttl=1 xmx=256m nowait="" timeout=60 stomp_opts="" ow_opts=""
 	local -a ncs=() users=()
-	local adv_writers="" quickjit="" debian="" nc_attrs="" nc_xml="" policy=""
+	local adv_writers="" quickjit="" debian="" nc_attrs="" nc_xml="" policy="" broker_attrs=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--dir) dir="$2"; shift 2 ;;
@@ -176,6 +178,7 @@ cmd_start() {
 		--network-attrs) nc_attrs="$2"; shift 2 ;;
 		--network-xml) nc_xml="$2"; shift 2 ;;
 		--policy-entries) policy="$2"; shift 2 ;;
+		--broker-attrs) broker_attrs="$2"; shift 2 ;;
 		--user) users+=("$2"); shift 2 ;;
 		--advisory-writers) adv_writers="$2"; shift 2 ;;
 		--stomp-options) stomp_opts="$2"; shift 2 ;;
@@ -291,6 +294,7 @@ cmd_start() {
 	xml="$(<"$TEMPLATE")"
 	xml="${xml//@BROKER_NAME@/$(xml_escape "$name")}"
 	xml="${xml//@BROKER_ID@/$(xml_escape "$id")}"
+	xml="${xml//@BROKER_ATTRS@/$broker_attrs}"
 	xml="${xml//@PERSISTENT@/$persistent}"
 	xml="${xml//@DATA_DIR@/$(xml_escape "$data_dir")}"
 	xml="${xml//@TMP_DIR@/$(xml_escape "$dir/tmp")}"

@@ -189,6 +189,17 @@ type Subscription struct {
 	Priority int
 	// DurableName makes a durable topic subscription with that name.
 	DurableName string
+	// Exclusive makes an exclusive queue consumer: the broker dispatches to
+	// it alone while it is there (the first, or the highest-priority,
+	// exclusive consumer of a queue). ActiveMQ only (STOMP
+	// activemq.exclusive, OpenWire ConsumerInfo.exclusive); RabbitMQ's STOMP
+	// and AMQP 1.0 subscriptions have no such consumer property and ignore it.
+	Exclusive bool
+	// Retroactive makes a retroactive topic consumer: the broker first
+	// replays the recent messages its subscription recovery policy kept.
+	// ActiveMQ only (activemq.retroactive, ConsumerInfo.retroactive); ignored
+	// by RabbitMQ.
+	Retroactive bool
 	// Ack is how deliveries are settled.
 	Ack AckMode
 }

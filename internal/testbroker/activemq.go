@@ -50,6 +50,9 @@ type Options struct {
 	// NetworkXML is verbatim XML inside each <networkConnector>, e.g.
 	// `<excludedDestinations><queue physicalName="secret.>"/></excludedDestinations>`.
 	NetworkXML string
+	// BrokerAttrs are verbatim XML attributes added to <broker>, e.g.
+	// `useVirtualDestSubs="true"`.
+	BrokerAttrs string
 	// PolicyEntries is verbatim XML of <policyEntry> elements for the
 	// broker's destinationPolicy, e.g.
 	// `<policyEntry queue="slow.>" producerFlowControl="true" memoryLimit="1mb"/>`.
@@ -261,6 +264,9 @@ func (b *ActiveMQ) launch(ctx context.Context, wait bool) error {
 	}
 	if b.opt.NetworkXML != "" {
 		args = append(args, "--network-xml", b.opt.NetworkXML)
+	}
+	if b.opt.BrokerAttrs != "" {
+		args = append(args, "--broker-attrs", b.opt.BrokerAttrs)
 	}
 	if b.opt.PolicyEntries != "" {
 		args = append(args, "--policy-entries", b.opt.PolicyEntries)

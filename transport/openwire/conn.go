@@ -536,6 +536,8 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 		Selector:      convertStrings(s.Selector),
 		Priority:      int8(prio),
 		DispatchAsync: true,
+		Exclusive:     s.Exclusive,
+		Retroactive:   s.Retroactive,
 	}
 	if s.DurableName != "" {
 		ci.SubscriptionName = s.DurableName

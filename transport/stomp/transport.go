@@ -401,6 +401,14 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 		if sub.DurableName != "" {
 			f.Header.Add("activemq.subscriptionName", sub.DurableName)
 		}
+		// ActiveMQ sets these ConsumerInfo properties from activemq.* headers
+		// (ProtocolConverter, IntrospectionSupport; activemq-network.md §6.3).
+		if sub.Exclusive {
+			f.Header.Add("activemq.exclusive", "true")
+		}
+		if sub.Retroactive {
+			f.Header.Add("activemq.retroactive", "true")
+		}
 	}
 	if sub.Selector != "" {
 		if !b.Info().Selectors {
