@@ -88,9 +88,12 @@ const (
 	maxHoldCounts = 1 << 16
 )
 
-// IDHeader carries a forwarded message's id on its first broker, so that a
-// broker without stable message ids (RabbitMQ's STOMP message-id differs per
-// delivery) lets the bridge recognise the message when it comes back.
+// IDHeader carries a forwarded message's id on its first broker where the
+// remote's protocol cannot keep the id itself (STOMP: the broker assigns a
+// new one), so that applications can reconcile a message with what its
+// producer sent (identity.go), and so that a broker without stable message
+// ids (RabbitMQ's STOMP message-id differs per delivery) lets the bridge
+// recognise the message when it comes back. Once set it travels unchanged.
 const IDHeader = "BrokernetID"
 
 // stampOf is the IDHeader value for m forwarded to a broker without
