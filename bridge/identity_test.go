@@ -1,0 +1,128 @@
+package bridge_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/jmstest"
+	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+)
+
+// Message identity (identity.go), seen by ActiveMQ's own JMS client.
+
+// jmsProduce sends n text messages with int property i = 0…n-1 to dest with
+// ActiveMQ's JMS client and returns the JMSMessageID the producer got for each.
+func jmsProduce(t *testing.T, url, dest string, n int, persistent bool) []string {
+	t.Helper()
+	mode := map[bool]string{true: "persistent", false: "nonpersistent"}[persistent]
+	out := jmstest.Run(t, 2*time.Minute, "Jms", "produce", url, dest, strconv.Itoa(n), mode)
+	ids := jmstest.Prefixed(strings.Split(out, "\n"), "ID ")
+	if len(ids) != n {
+		t.Fatalf("the JMS producer printed %d ids, want %d:\n%s", len(ids), n, out)
+	}
+	return ids
+}
+
+// identMsg is one message an Ident consumer printed.
+type identMsg struct {
+	id   string // JMSMessageID
+	i    int    // property i
+	orig string // property BrokernetID, "-" when absent
+}
+
+// startIdent starts an Ident consumer of dest (all messages when selector is
+// "") that ends after n messages or max, and waits until it consumes.
+func startIdent(t *testing.T, url, dest, selector string, n int, max time.Duration) *jmstest.Proc {
+	t.Helper()
+	p := jmstest.Start(t, "Ident", "consume", url, dest, selector, strconv.Itoa(n), strconv.FormatInt(max.Milliseconds(), 10))
+	p.WaitLine(t, "READY", time.Minute)
+	return p
+}
+
+// identMsgs parses an Ident consumer's MSG lines.
+func identMsgs(t *testing.T, lines []string) []identMsg {
+	t.Helper()
+	var out []identMsg
+	for _, l := range jmstest.Prefixed(lines, "MSG ") {
+		var m identMsg
+		for _, f := range strings.Fields(l) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "id":
+				m.id = v
+			case "i":
+				var err error
+				if m.i, err = strconv.Atoi(v); err != nil {
+					t.Fatalf("bad line %q", l)
+				}
+			case "orig":
+				m.orig = v
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// sameIDs counts the messages whose JMSMessageID is the producer's.
+func sameIDs(sent []string, got []identMsg) int {
+	n := 0
+	for _, m := range got {
+		if m.i >= 0 && m.i < len(sent) && m.id == sent[m.i] {
+			n++
+		}
+	}
+	return n
+}
+
+func mustPattern(t *testing.T, s string) destination.Pattern {
+	t.Helper()
+	p, err := destination.ParsePattern(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestMessageIDsKeptLikeTheNetworkConnector: ActiveMQ's own networkConnector
+// A→B (for queue ids.native) and a brokernet bridge A→B over OpenWire (for
+// queue ids.bn) side by side: a JMS consumer on B sees the JMSMessageID the
+// JMS producer on A got, 100 of 100, on both paths (before: 0 of 100 through
+// brokernet).
+func TestMessageIDsKeptLikeTheNetworkConnector(t *testing.T) {
+	t.Parallel()
+	testbroker.Require(t)
+	const n = 100
+	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "B", ID: "B-" + t.Name()})
+	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "A", ID: "A-" + t.Name(),
+		NetworkConnectors: []string{b.OpenWireURI()},
+		NetworkXML:        `<dynamicallyIncludedDestinations><queue physicalName="ids.native"/></dynamicallyIncludedDestinations>`})
+	d := defaultDemand()
+	d.Filter.Exclude = []destination.Pattern{mustPattern(t, "queue://ids.native")}
+	br := runBridge(t, bridge.Config{
+		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: openwireSide{activemqSide{b}}.Endpoint(t),
+		Demand: d, Log: stomptest.Logger(t),
+	})
+	native := startIdent(t, b.OpenWireURI(), "queue://ids.native", "", n, 2*time.Minute)
+	bn := startIdent(t, b.OpenWireURI(), "queue://ids.bn", "", n, 2*time.Minute)
+	stomptest.Eventually(t, 30*time.Second, func() error { return a.CheckQueueConsumers("ids.native", 1) })
+	waitDemand(t, br, 1, 30*time.Second)
+
+	sentNative := jmsProduce(t, a.OpenWireURI(), "queue://ids.native", n, true)
+	sentBN := jmsProduce(t, a.OpenWireURI(), "queue://ids.bn", n, true)
+	gotNative := identMsgs(t, native.Wait(t, 2*time.Minute))
+	gotBN := identMsgs(t, bn.Wait(t, 2*time.Minute))
+	sn, sb := sameIDs(sentNative, gotNative), sameIDs(sentBN, gotBN)
+	t.Logf("JMSMessageID on B equal to the producer's on A: networkConnector %d of %d, brokernet over OpenWire %d of %d", sn, len(gotNative), sb, len(gotBN))
+	if len(gotNative) != n || sn != n {
+		t.Errorf("networkConnector: %d of %d received, %d with the producer's id", len(gotNative), n, sn)
+	}
+	if len(gotBN) != n || sb != n {
+		t.Errorf("brokernet: %d of %d received, %d with the producer's id", len(gotBN), n, sb)
+	}
+}
