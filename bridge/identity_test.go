@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,5 +126,65 @@ func TestMessageIDsKeptLikeTheNetworkConnector(t *testing.T) {
 	}
 	if len(gotBN) != n || sb != n {
 		t.Errorf("brokernet: %d of %d received, %d with the producer's id", len(gotBN), n, sb)
+	}
+}
+
+// TestReplayToTheOriginIsNotADuplicate: a queue message that comes back to
+// the broker it started on (a replay: its consumer moved there) must not be
+// taken for a duplicate of itself. ActiveMQ's queue remembers the ids it was
+// sent (the cursor audit) and forgets one only when a network subscription
+// acknowledges it, which brokernet's demand subscriptions are not; so the
+// replay gets an id of its own. Persistent brokers, over OpenWire both ways,
+// persistent messages: all 100 come back to a JMS consumer on A.
+func TestReplayToTheOriginIsNotADuplicate(t *testing.T) {
+	t.Parallel()
+	bs := startBrokers(t, 2, true)
+	a, b := bs[0], bs[1]
+	const n, q = 100, "replay.ids"
+	cfg := func(local, remote *testbroker.ActiveMQ) bridge.Config {
+		d := defaultDemand()
+		d.ReplayWhenNoConsumers = true
+		return bridge.Config{
+			Local: openwireSide{activemqSide{local}}.Endpoint(t), Remote: openwireSide{activemqSide{remote}}.Endpoint(t),
+			Demand: d, Log: stomptest.Logger(t),
+		}
+	}
+	ab := runBridge(t, cfg(a, b))
+	ba := runBridge(t, cfg(b, a))
+	// A consumer on B that takes one message and never acknowledges it, so
+	// that what A→B forwards waits on B.
+	hold := stomptest.Dial(t, b.StompURI())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := hold.Subscribe(ctx, "hold", "/queue/"+q, "client-individual", "activemq.prefetchSize", "1"); err != nil {
+		t.Fatal(err)
+	}
+	// A→B's demand and B→A's replay subscription (A has no consumer).
+	stomptest.Eventually(t, 30*time.Second, func() error { return a.CheckQueueConsumers(q, 2) })
+	sent := jmsProduce(t, a.OpenWireURI(), "queue://"+q, n, true)
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if f := ab.Stats().Forwarded.Load(); f != n {
+			return fmt.Errorf("A->B forwarded %d of %d", f, n)
+		}
+		return nil
+	})
+	if err := hold.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := identMsgs(t, startIdent(t, a.OpenWireURI(), "queue://"+q, "", n, 90*time.Second).Wait(t, 2*time.Minute))
+	seen := map[int]bool{}
+	for _, m := range got {
+		seen[m.i] = true
+	}
+	t.Logf("A's JMS consumer got %d messages (%d distinct) back from B (B->A forwarded %d), %d with the producer's id",
+		len(got), len(seen), ba.Stats().Forwarded.Load(), sameIDs(sent, got))
+	if len(seen) != n || len(got) != n {
+		t.Fatalf("%d messages (%d distinct) came back to A, want %d", len(got), len(seen), n)
+	}
+	for _, m := range got {
+		if want := sent[m.i]; !strings.Contains(m.id, "-bnr2:") {
+			t.Errorf("message %d came back as %s, want an id derived from %s", m.i, m.id, want)
+			break
+		}
 	}
 }
