@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/amqptest"
 	"github.com/brokernet/brokernet/internal/jmstest"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
@@ -187,4 +188,109 @@ func TestReplayToTheOriginIsNotADuplicate(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestMessageIdentityOverSTOMPAndAMQP: from ActiveMQ (A, over OpenWire) to
+// another ActiveMQ over STOMP, which assigns its own ids, the producer's
+// JMSMessageID travels in BrokernetID; to RabbitMQ over AMQP 1.0 it is the
+// message-id. From RabbitMQ over AMQP 1.0 to ActiveMQ over OpenWire, a
+// publisher's message-id becomes the JMSMessageID (ActiveMQ prints an id
+// without its "ID:" prefix with one).
+func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	rs := rabbitSide{r: r, amqp: true}
+	toB := runBridge(t, bridge.Config{
+		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: stomptest.URI(t, b.StompURI()),
+		Demand: defaultDemand(), Log: stomptest.Logger(t),
+	})
+	toR := runBridge(t, bridge.Config{
+		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: rs.Endpoint(t),
+		Demand: defaultDemand(), Log: stomptest.Logger(t),
+	})
+	fromR := runBridge(t, bridge.Config{
+		Local: rs.Endpoint(t), Remote: openwireSide{activemqSide{a}}.Endpoint(t),
+		Demand: defaultDemand(), Log: stomptest.Logger(t),
+	})
+
+	t.Run("STOMP carries the original in BrokernetID", func(t *testing.T) {
+		c := startIdent(t, b.OpenWireURI(), "queue://ids.stomp", "", n, 2*time.Minute)
+		waitDemand(t, toB, 1, 30*time.Second)
+		sent := jmsProduce(t, a.OpenWireURI(), "queue://ids.stomp", n, true)
+		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		orig, same := 0, sameIDs(sent, got)
+		for _, m := range got {
+			if m.orig == sent[m.i] {
+				orig++
+			}
+		}
+		t.Logf("over STOMP: %d of %d with the producer's id in BrokernetID, %d with it as JMSMessageID", orig, len(got), same)
+		if len(got) != n || orig != n {
+			t.Errorf("%d of %d received, %d with the producer's id in BrokernetID", len(got), n, orig)
+		}
+	})
+
+	t.Run("AMQP 1.0 keeps message-id", func(t *testing.T) {
+		c := amqptest.Subscribe(t, r.AMQPURI(), r.ManagementURL(), "/queue/ids.amqp")
+		waitDemand(t, toR, 1, 30*time.Second)
+		sent := jmsProduce(t, a.OpenWireURI(), "queue://ids.amqp", n, true)
+		stomptest.Eventually(t, time.Minute, func() error {
+			if got := len(c.Messages()); got < n {
+				return fmt.Errorf("%d of %d received on RabbitMQ", got, n)
+			}
+			return nil
+		})
+		same := 0
+		for _, m := range c.Messages() {
+			v, _ := m.Prop("i")
+			i, err := strconv.Atoi(fmt.Sprint(v))
+			if err == nil && i >= 0 && i < n && m.ID == sent[i] {
+				same++
+			}
+		}
+		t.Logf("over AMQP 1.0: %d of %d with the producer's JMSMessageID as message-id", same, len(c.Messages()))
+		if same != n || len(c.Messages()) != n {
+			t.Errorf("%d of %d received, %d with the producer's id", len(c.Messages()), n, same)
+		}
+	})
+
+	t.Run("AMQP 1.0 message-id becomes the JMSMessageID", func(t *testing.T) {
+		c := startIdent(t, a.OpenWireURI(), "queue://ids.from.amqp", "", n, 2*time.Minute)
+		waitDemand(t, fromR, 1, 30*time.Second)
+		conn := amqptest.Dial(t, r.AMQPURI())
+		d := destination.Destination{Kind: destination.Queue, Name: "ids.from.amqp"}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for i := range n {
+			m := amqptest.Message(d, i, true, "i", strconv.Itoa(i))
+			m.ID = fmt.Sprintf("order-%d", i)
+			if i%2 == 1 {
+				m.ID = fmt.Sprintf("ID:amqp-publisher-1:1:1:%d", i+1)
+			}
+			if err := conn.Send(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		same := 0
+		for _, m := range got {
+			want := fmt.Sprintf("ID:order-%d", m.i)
+			if m.i%2 == 1 {
+				want = fmt.Sprintf("ID:amqp-publisher-1:1:1:%d", m.i+1)
+			}
+			if m.id == want {
+				same++
+			}
+		}
+		t.Logf("from AMQP 1.0: %d of %d with the publisher's message-id as JMSMessageID", same, len(got))
+		if len(got) != n || same != n {
+			t.Errorf("%d of %d received, %d with the publisher's message-id", len(got), n, same)
+		}
+	})
 }
