@@ -294,3 +294,38 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 		}
 	})
 }
+
+// TestTopicCopiesKeepTheirIDs: three JMS subscribers of one topic on B with
+// different selectors make three demand subscriptions on A; the bridge
+// forwards each message once, with the producer's id, and B hands it to each
+// subscriber it selects: none is dropped as a duplicate of another's copy.
+func TestTopicCopiesKeepTheirIDs(t *testing.T) {
+	t.Parallel()
+	bs := startBrokers(t, 2, false)
+	a, b := bs[0], bs[1]
+	const n = 100
+	br := runBridge(t, bridge.Config{
+		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: openwireSide{activemqSide{b}}.Endpoint(t),
+		Demand: defaultDemand(), Log: stomptest.Logger(t),
+	})
+	subs := []struct {
+		selector string
+		want     int
+	}{{"i < 60", 60}, {"i >= 40", 60}, {"", n}}
+	var procs []*jmstest.Proc
+	for _, s := range subs {
+		procs = append(procs, startIdent(t, b.OpenWireURI(), "topic://ids.t", s.selector, s.want, 2*time.Minute))
+	}
+	waitDemand(t, br, len(subs), 30*time.Second)
+	sent := jmsProduce(t, a.OpenWireURI(), "topic://ids.t", n, false)
+	for k, s := range subs {
+		got := identMsgs(t, procs[k].Wait(t, 2*time.Minute))
+		same := sameIDs(sent, got)
+		t.Logf("subscriber %q: %d messages, %d with the producer's id", s.selector, len(got), same)
+		if len(got) != s.want || same != s.want {
+			t.Errorf("subscriber %q: %d messages, %d with the producer's id, want %d", s.selector, len(got), same, s.want)
+		}
+	}
+	t.Logf("the bridge forwarded %d, settled %d copies another of its subscriptions forwarded",
+		br.Stats().Forwarded.Load(), br.Stats().Duplicates.Load())
+}
