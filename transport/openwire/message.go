@@ -283,7 +283,8 @@ func sentID(tm *transport.Message) (id *messageID, ok bool) {
 		n[i], end = v, p
 	}
 	id = &messageID{ProducerID: &producerID{ConnectionID: s[:end], SessionID: n[0], Value: n[1]}, ProducerSeq: n[2]}
-	if id.String() != s {
+	var buf [96]byte
+	if string(id.appendKey(buf[:0])) != s {
 		return nil, false
 	}
 	return id, true
