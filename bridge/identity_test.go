@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
+	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/amqptest"
 	"github.com/brokernet/brokernet/internal/jmstest"
@@ -192,7 +193,8 @@ func TestReplayToTheOriginIsNotADuplicate(t *testing.T) {
 
 // TestMessageIdentityOverSTOMPAndAMQP: from ActiveMQ (A, over OpenWire) to
 // another ActiveMQ over STOMP, which assigns its own ids, the producer's
-// JMSMessageID travels in BrokernetID; to RabbitMQ over AMQP 1.0 it is the
+// JMSMessageID travels in BrokernetID; from A over STOMP (ActiveMQ's
+// message-id header) to B over OpenWire it is kept; to RabbitMQ over AMQP 1.0 it is the
 // message-id. From RabbitMQ over AMQP 1.0 to ActiveMQ over OpenWire, a
 // publisher's message-id becomes the JMSMessageID (ActiveMQ prints an id
 // without its "ID:" prefix with one).
@@ -203,9 +205,18 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	rs := rabbitSide{r: r, amqp: true}
+	only := func(q string) demand.Options {
+		d := defaultDemand()
+		d.Filter.Include = []destination.Pattern{mustPattern(t, "queue://"+q)}
+		return d
+	}
 	toB := runBridge(t, bridge.Config{
 		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: stomptest.URI(t, b.StompURI()),
-		Demand: defaultDemand(), Log: stomptest.Logger(t),
+		Demand: only("ids.stomp"), Log: stomptest.Logger(t),
+	})
+	fromSTOMP := runBridge(t, bridge.Config{
+		Local: stomptest.URI(t, a.StompURI()), Remote: openwireSide{activemqSide{b}}.Endpoint(t),
+		Demand: only("ids.s2o"), Log: stomptest.Logger(t),
 	})
 	toR := runBridge(t, bridge.Config{
 		Local: openwireSide{activemqSide{a}}.Endpoint(t), Remote: rs.Endpoint(t),
@@ -230,6 +241,18 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 		t.Logf("over STOMP: %d of %d with the producer's id in BrokernetID, %d with it as JMSMessageID", orig, len(got), same)
 		if len(got) != n || orig != n {
 			t.Errorf("%d of %d received, %d with the producer's id in BrokernetID", len(got), n, orig)
+		}
+	})
+
+	t.Run("from STOMP to OpenWire the id is kept", func(t *testing.T) {
+		c := startIdent(t, b.OpenWireURI(), "queue://ids.s2o", "", n, 2*time.Minute)
+		waitDemand(t, fromSTOMP, 1, 30*time.Second)
+		sent := jmsProduce(t, a.OpenWireURI(), "queue://ids.s2o", n, true)
+		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		same := sameIDs(sent, got)
+		t.Logf("local over STOMP, remote over OpenWire: %d of %d with the producer's id as JMSMessageID", same, len(got))
+		if len(got) != n || same != n {
+			t.Errorf("%d of %d received, %d with the producer's id", len(got), n, same)
 		}
 	})
 
