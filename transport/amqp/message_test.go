@@ -25,7 +25,7 @@ var mappingCases = []struct {
 	m    transport.Message
 }{
 	{"a persistent text message keeps every header", transport.Message{
-		Destination: orders, Persistent: true, Priority: 7,
+		ID: "ID:vm-34201-1796035819859-4:10:-1:1:3", Destination: orders, Persistent: true, Priority: 7,
 		Expires: t0.Add(time.Hour), Timestamp: t0.Add(-time.Minute),
 		CorrelationID: "corr-1", ReplyTo: "/queue/replies", Type: "OrderPlaced", ContentType: "text/plain",
 		Props: []transport.Property{
