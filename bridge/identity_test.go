@@ -15,6 +15,7 @@ import (
 	"github.com/brokernet/brokernet/internal/jmstest"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport"
 )
 
 // Message identity (identity.go), seen by ActiveMQ's own JMS client.
@@ -351,4 +352,56 @@ func TestTopicCopiesKeepTheirIDs(t *testing.T) {
 	}
 	t.Logf("the bridge forwarded %d, settled %d copies another of its subscriptions forwarded",
 		br.Stats().Forwarded.Load(), br.Stats().Duplicates.Load())
+}
+
+// TestMessageIDsKeptOverHops: A→B→C with TTL 2 and a JMS consumer on C. Over
+// OpenWire on both hops C sees the producer's JMSMessageID; with a STOMP hop
+// first (B assigns its own id) the producer's id is in BrokernetID, which the
+// OpenWire hop after it passes on unchanged.
+func TestMessageIDsKeptOverHops(t *testing.T) {
+	t.Parallel()
+	bs := startBrokers(t, 3, false)
+	a, b, c := bs[0], bs[1], bs[2]
+	const n = 100
+	ow := func(x *testbroker.ActiveMQ) transport.Endpoint { return openwireSide{activemqSide{x}}.Endpoint(t) }
+	hop := func(t *testing.T, local, remote transport.Endpoint, q string) *running {
+		d := defaultDemand()
+		d.ConsumerTTL, d.MessageTTL = 2, 2
+		d.Filter.Include = []destination.Pattern{mustPattern(t, "queue://"+q)}
+		return runBridge(t, bridge.Config{Local: local, Remote: remote, Demand: d, Log: stomptest.Logger(t)})
+	}
+	for _, row := range []struct {
+		name, q  string
+		first    transport.Endpoint // A→B's remote
+		viaSTOMP bool
+	}{
+		{"OpenWire on both hops", "ids.hops.ow", ow(b), false},
+		{"STOMP then OpenWire", "ids.hops.mixed", stomptest.URI(t, b.StompURI()), true},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			ab := hop(t, ow(a), row.first, row.q)
+			bc := hop(t, ow(b), ow(c), row.q)
+			cons := startIdent(t, c.OpenWireURI(), "queue://"+row.q, "", n, 2*time.Minute)
+			waitDemand(t, bc, 1, 30*time.Second)
+			waitDemand(t, ab, 1, 30*time.Second)
+			sent := jmsProduce(t, a.OpenWireURI(), "queue://"+row.q, n, true)
+			got := identMsgs(t, cons.Wait(t, 2*time.Minute))
+			same, orig := sameIDs(sent, got), 0
+			for _, m := range got {
+				if m.orig == sent[m.i] {
+					orig++
+				}
+			}
+			t.Logf("%s: on C %d of %d with the producer's JMSMessageID, %d with it in BrokernetID", row.name, same, len(got), orig)
+			if len(got) != n {
+				t.Fatalf("%d of %d reached C", len(got), n)
+			}
+			if !row.viaSTOMP && same != n {
+				t.Errorf("%d of %d with the producer's JMSMessageID", same, n)
+			}
+			if row.viaSTOMP && orig != n {
+				t.Errorf("%d of %d with the producer's id in BrokernetID", orig, n)
+			}
+		})
+	}
 }
