@@ -16,7 +16,7 @@ import (
 )
 
 // TestSIGKILLDuplicatesSeenByJMS is issue 23's crash run, seen by a JMS
-// application: a bridge A→B (window 500) is SIGKILLed in the middle of
+// application: a bridge A⇄B (--duplex, window 500) is SIGKILLed in the middle of
 // 10,000 persistent messages from ActiveMQ's JMS producer on A and started
 // again; a JMS consumer on B (ActiveMQ's client, whose duplicate detection is
 // on by default) counts what it gets.
@@ -52,7 +52,7 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 			// The messages wait on A, so that the bridge forwards at full
 			// speed with its window full when it is killed.
 			jmstest.Run(t, 5*time.Minute, "Jms", "produce", a.OpenWireURI(), "queue://"+q, strconv.Itoa(n), "persistent")
-			args := []string{"--window", strconv.Itoa(window), a.OpenWireURI(), remote}
+			args := []string{"--duplex", "--window", strconv.Itoa(window), a.OpenWireURI(), remote}
 			p := startIdentBridge(t, args...)
 			received := func() int { return len(jmstest.Prefixed(cons.Lines(), "MSG ")) }
 			stomptest.Eventually(t, 2*time.Minute, func() error {
