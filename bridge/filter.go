@@ -96,10 +96,9 @@ const (
 // recognise the message when it comes back. Once set it travels unchanged.
 const IDHeader = "BrokernetID"
 
-// stampOf is the IDHeader value for m forwarded to a broker without
-// selectors: its id, or for a message without one (an AMQP 1.0 publisher need
-// not set message-id, and RabbitMQ 3.10 adds none) an id of this session's
-// making. Without it, every id-less message held on the remote broker shared
+// stampOf is the IDHeader value for m: its id, or, for a message without one
+// forwarded to a broker without selectors (an AMQP 1.0 publisher need not set
+// message-id, and RabbitMQ 3.10 adds none), an id of this session's making. Without it, every id-less message held on the remote broker shared
 // one hold count, so after ten holds each was held 30 s (measured: duplex
 // RabbitMQ⇄RabbitMQ over AMQP 1.0 consumed 417 of 500 in 60 s).
 func (s *session) stampOf(m *transport.Message) string {
