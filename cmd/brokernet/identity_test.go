@@ -26,21 +26,32 @@ import (
 //     one, is recognised by B (its queue's cursor audit) and by the JMS
 //     client: the application sees every message once. (Before, the bridge
 //     gave every forwarded message a new id: 10,169 delivered, 169 twice.)
+//
 //   - Over STOMP B assigns new ids, so the application does see the messages
 //     sent again, with new JMSMessageIDs; each carries its original id in
 //     BrokernetID, by which it can tell them.
 //
+//   - Non-persistent messages keep their ids too, but ActiveMQ 5.17 audits
+//     no non-persistent send: B drops a copy sent again only while the
+//     first is still paged in ("duplicate message … from cursor"), and
+//     ActiveMQ's JMS client let the others through (measured: 0, 0, 191,
+//     344, 345, 389 and 500 of them, each with the JMSMessageID of its
+//     first copy). Once B's statistics still counted 159 messages after
+//     every one had been received (not seen again in 6 runs), so B's count
+//     is reported for this row, not waited on.
+//
 // BROKERNET_IDS_BIN runs another brokernet binary instead of this tree's
 // (to measure an older one the same way).
 func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
+	const n, window = 10000, 500
 	for _, row := range []struct {
-		name    string
-		stomp   bool
-		maxDups int // duplicates the application may see
-	}{{"OpenWire", false, 0}, {"STOMP", true, 500}} {
+		name          string
+		stomp         bool
+		nonPersistent bool
+		maxDups       int // duplicates the application may see
+	}{{"OpenWire", false, false, 0}, {"STOMP", true, false, window}, {"OpenWire non-persistent", false, true, window}} {
 		t.Run(row.name, func(t *testing.T) {
 			a, b := startPair(t)
-			const n, window = 10000, 500
 			q := "kill.ids"
 			remote := b.OpenWireURI()
 			if row.stomp {
@@ -51,7 +62,11 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 			cons.WaitLine(t, "READY", time.Minute)
 			// The messages wait on A, so that the bridge forwards at full
 			// speed with its window full when it is killed.
-			jmstest.Run(t, 5*time.Minute, "Jms", "produce", a.OpenWireURI(), "queue://"+q, strconv.Itoa(n), "persistent")
+			mode := "persistent"
+			if row.nonPersistent {
+				mode = "nonpersistent"
+			}
+			jmstest.Run(t, 5*time.Minute, "Jms", "produce", a.OpenWireURI(), "queue://"+q, strconv.Itoa(n), mode)
 			args := []string{"--duplex", "--window", strconv.Itoa(window), a.OpenWireURI(), remote}
 			p := startIdentBridge(t, args...)
 			received := func() int { return len(jmstest.Prefixed(cons.Lines(), "MSG ")) }
@@ -70,7 +85,8 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 
 			// Done when every message was received and neither broker holds
 			// one any more (none pending, none in flight): nothing more can
-			// arrive.
+			// arrive. (Non-persistent: B's count is reported, not waited on;
+			// see above.)
 			var msgs []identMsg
 			stomptest.Eventually(t, 3*time.Minute, func() error {
 				msgs = parseIdent(t, cons.Lines())
@@ -84,7 +100,7 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if st.Size != 0 || st.InflightCount != 0 {
+					if st.InflightCount != 0 || st.Size != 0 && (br == a || !row.nonPersistent) {
 						return fmt.Errorf("broker %s still holds %d messages (%d in flight)", br.Name(), st.Size, st.InflightCount)
 					}
 				}
@@ -103,19 +119,23 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 			// What B itself recognised as sent again and dropped.
 			dropped := 0
 			for _, l := range strings.Split(b.LogTail(1<<20), "\n") {
-				if strings.Contains(l, "cursor got duplicate") || strings.Contains(l, "Duplicate message add attempt rejected") {
+				if strings.Contains(l, "cursor got duplicate") || strings.Contains(l, "Duplicate message add attempt rejected") || strings.Contains(l, "from cursor, is cursor audit") {
 					dropped++
 				}
 			}
-			t.Logf("%s: killed after %d received; the JMS application on B got %d messages, %d distinct, %d twice; distinct BrokernetID %d; B dropped %d sent again (its log); B has %s",
-				row.name, atKill, len(msgs), seqs, dups, origs, dropped, dlq)
+			left := "nothing"
+			if st, err := b.QueueStats(ctx, q); err == nil && st.Size != 0 {
+				left = fmt.Sprintf("%d messages", st.Size)
+			}
+			t.Logf("%s: killed after %d received; the JMS application on B got %d messages, %d distinct, %d twice; distinct BrokernetID %d; B dropped %d sent again (its log) and holds %s; B has %s",
+				row.name, atKill, len(msgs), seqs, dups, origs, dropped, left, dlq)
 			if seqs != n {
 				t.Fatalf("%d of %d distinct messages", seqs, n)
 			}
 			if dups > row.maxDups {
 				t.Errorf("the JMS application saw %d duplicates, want at most %d", dups, row.maxDups)
 			}
-			if !row.stomp && dropped == 0 && os.Getenv("BROKERNET_IDS_BIN") == "" {
+			if !row.stomp && !row.nonPersistent && dropped == 0 && os.Getenv("BROKERNET_IDS_BIN") == "" {
 				t.Errorf("B dropped nothing: the kill left nothing to send again, so the run shows nothing")
 			}
 			if row.stomp && origs != n {
