@@ -20,9 +20,11 @@ import (
 //     keyed by the MessageId's producer id and sequence, 2,048 deep per
 //     producer) refuses a send it has seen ("cursor got duplicate send"), and
 //     KahaDB refuses to index a message id its destination still holds
-//     ("Duplicate message add attempt rejected"). ActiveMQ's JMS consumer
-//     drops a redelivered id it has seen as a last resort (its connection's
-//     audit).
+//     ("Duplicate message add attempt rejected"). Measured after a bridge
+//     SIGKILL: B dropped every persistent message sent again, and a JMS
+//     application saw none twice. ActiveMQ 5.17 audits no non-persistent
+//     send, and its JMS client (whose connection has an audit too) let such
+//     copies through; they at least carry their first copy's id.
 //
 // Over STOMP the broker assigns the id (ActiveMQ's STOMP converter discards a
 // SEND's message-id header), so the bridge carries the original in IDHeader.

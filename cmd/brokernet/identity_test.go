@@ -23,8 +23,8 @@ import (
 //
 //   - Over OpenWire the forwarded message keeps its MessageId, so what the
 //     killed bridge had sent but not acknowledged on A, sent again by the new
-//     one, is recognised by B (its queue's cursor audit) and by the JMS
-//     client: the application sees every message once. (Before, the bridge
+//     one, is recognised and dropped by B (its queue's cursor audit): the
+//     application sees every message once. (Before, the bridge
 //     gave every forwarded message a new id: 10,169 delivered, 169 twice.)
 //
 //   - Over STOMP B assigns new ids, so the application does see the messages
