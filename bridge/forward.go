@@ -24,7 +24,7 @@ func outgoing(m *transport.Message, localID, remoteID string, forIDs []string) *
 	out.Redelivered = false
 	var path string
 	var hops int
-	props := make([]transport.Property, 3, len(m.Props)+3)
+	props := make([]transport.Property, 3, len(m.Props)+4) // room for IDHeader
 	for _, p := range m.Props {
 		switch p.Name {
 		case hop.PathHeader:
