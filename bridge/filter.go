@@ -88,15 +88,17 @@ const (
 	maxHoldCounts = 1 << 16
 )
 
-// IDHeader carries a forwarded message's id on its first broker, so that a
-// broker without stable message ids (RabbitMQ's STOMP message-id differs per
-// delivery) lets the bridge recognise the message when it comes back.
+// IDHeader carries a forwarded message's id on its first broker where the
+// remote's protocol cannot keep the id itself (STOMP: the broker assigns a
+// new one), so that applications can reconcile a message with what its
+// producer sent (identity.go), and so that a broker without stable message
+// ids (RabbitMQ's STOMP message-id differs per delivery) lets the bridge
+// recognise the message when it comes back. Once set it travels unchanged.
 const IDHeader = "BrokernetID"
 
-// stampOf is the IDHeader value for m forwarded to a broker without
-// selectors: its id, or for a message without one (an AMQP 1.0 publisher need
-// not set message-id, and RabbitMQ 3.10 adds none) an id of this session's
-// making. Without it, every id-less message held on the remote broker shared
+// stampOf is the IDHeader value for m: its id, or, for a message without one
+// forwarded to a broker without selectors (an AMQP 1.0 publisher need not set
+// message-id, and RabbitMQ 3.10 adds none), an id of this session's making. Without it, every id-less message held on the remote broker shared
 // one hold count, so after ten holds each was held 30 s (measured: duplex
 // RabbitMQ⇄RabbitMQ over AMQP 1.0 consumed 417 of 500 in 60 s).
 func (s *session) stampOf(m *transport.Message) string {

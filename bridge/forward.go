@@ -7,8 +7,11 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
-// outgoing returns the message to send to the remote broker for m, received
-// locally: the same message, recording that it left broker localID.
+// outgoing returns the message to send to the remote broker remoteID for m,
+// received locally: the same message, recording that it left broker localID.
+//
+// It keeps m's id (see identity.go), except toward a broker the message was
+// on before, which gets an id of its own (revisitID).
 //
 // The hop path is "|id1|id2|": the brokers the message has left, in order. The
 // demand subscription's selector keeps the local broker from dispatching a message
@@ -16,13 +19,12 @@ import (
 // message never revisits a broker and never travels further than allowed. A topic
 // message also carries the brokers it is sent for (forIDs), which topic demand
 // subscriptions there select on. brokernet's own headers come first.
-func outgoing(m *transport.Message, localID string, forIDs []string) *transport.Message {
+func outgoing(m *transport.Message, localID, remoteID string, forIDs []string) *transport.Message {
 	out := *m
-	out.ID = ""
 	out.Redelivered = false
 	var path string
 	var hops int
-	props := make([]transport.Property, 3, len(m.Props)+3)
+	props := make([]transport.Property, 3, len(m.Props)+4) // room for IDHeader
 	for _, p := range m.Props {
 		switch p.Name {
 		case hop.PathHeader:
@@ -42,6 +44,9 @@ func outgoing(m *transport.Message, localID string, forIDs []string) *transport.
 			continue
 		}
 		props = append(props, p)
+	}
+	if out.ID != "" && hop.PathHolds(path, remoteID) {
+		out.ID = revisitID(out.ID, hops+1)
 	}
 	props[0] = transport.Property{Name: hop.PathHeader, Value: hop.AppendPath(path, localID)}
 	props[1] = transport.Property{Name: hop.HopsHeader, Value: strconv.Itoa(hops + 1)}

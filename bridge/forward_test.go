@@ -7,13 +7,15 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
+	"github.com/brokernet/brokernet/hop"
+	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // forwardFrame is the STOMP→STOMP path of one message: MESSAGE received locally,
 // mapped to a transport.Message, stamped by outgoing, mapped to the SEND.
 func forwardFrame(m *frame.Frame, localID, tx string, forIDs []string) *frame.Frame {
-	return stomp.SendFrame(outgoing(stomp.MessageOf(m), localID, forIDs), tx)
+	return stomp.SendFrame(outgoing(stomp.MessageOf(m), localID, "R", forIDs), tx)
 }
 
 func TestForwardFrame(t *testing.T) {
@@ -123,5 +125,51 @@ func TestForwardFrameManyHeaders(t *testing.T) {
 	}
 	if len(seen) != 500+4 { // h0..h499, destination, transaction, path, hops
 		t.Fatalf("%d distinct headers, want 504", len(seen))
+	}
+}
+
+// TestOutgoingKeepsTheMessageID: a forwarded message keeps its id, except
+// toward a broker it was on before, which gets an id derived from it and the
+// hop count (identity.go).
+func TestOutgoingKeepsTheMessageID(t *testing.T) {
+	const id = "ID:vm-34201-1796035819859-4:10:-1:1:3"
+	for _, c := range []struct {
+		name, path, hops, remote, want string
+	}{
+		{"a first hop keeps the id", "", "", "B", id},
+		{"a later hop keeps the id", "|A|", "1", "C", id},
+		{"back to a broker in the path: a new producer id", "|A|B|", "2", "A", "ID:vm-34201-1796035819859-4:10-bnr3:-1:1:3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &transport.Message{ID: id, Redelivered: true}
+			if c.path != "" {
+				m.Props = []transport.Property{{Name: hop.PathHeader, Value: c.path}, {Name: hop.HopsHeader, Value: c.hops}}
+			}
+			out := outgoing(m, "Z", c.remote, nil)
+			if out.ID != c.want {
+				t.Errorf("id = %q, want %q", out.ID, c.want)
+			}
+			if out.Redelivered {
+				t.Error("the redelivered flag travelled")
+			}
+		})
+	}
+}
+
+func TestRevisitID(t *testing.T) {
+	for _, c := range []struct {
+		id   string
+		hop  int
+		want string
+	}{
+		{"ID:vm-1-2-3:4:-1:1:5", 2, "ID:vm-1-2-3:4-bnr2:-1:1:5"},
+		{"ID:vm-1-2-3:4-bnr2:-1:1:5", 4, "ID:vm-1-2-3:4-bnr2-bnr4:-1:1:5"},
+		{"order-17", 1, "order-17-bnr1"},
+		{"T_1@@session-x@@1", 3, "T_1@@session-x@@1-bnr3"},
+		{":1:2:3", 1, ":1:2:3-bnr1"},
+	} {
+		if got := revisitID(c.id, c.hop); got != c.want {
+			t.Errorf("revisitID(%q, %d) = %q, want %q", c.id, c.hop, got, c.want)
+		}
 	}
 }

@@ -98,6 +98,9 @@ type session struct {
 	// stampID: the remote broker has no selectors, so forwarded messages carry
 	// IDHeader for the bridges there to recognise them (filter.go).
 	stampID bool
+	// carryID: the remote's protocol cannot keep a message's id (STOMP), so
+	// forwarded messages that have one carry it in IDHeader (identity.go).
+	carryID bool
 	// stampPrefix and stampSeq make IDHeader values for messages without id
 	// (filter.go's stampOf).
 	stampPrefix string
@@ -188,6 +191,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.b.setIDs(s.localID, s.remoteID)
 	s.stampID = !ri.Selectors
+	s.carryID = !ri.KeepsIDs
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
 	s.table = demand.New(opts)

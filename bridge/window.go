@@ -118,9 +118,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 			s.dedup.remember(m.ID)
 		}
 	}
-	e.out = outgoing(m, s.localID, forIDs)
+	e.out = outgoing(m, s.localID, s.remoteID, forIDs)
 	e.out.Destination = s.b.renames.remote(e.out.Destination)
-	if s.stampID && m.PropString(IDHeader) == "" {
+	if (s.stampID || s.carryID && m.ID != "") && m.PropString(IDHeader) == "" {
 		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: s.stampOf(m)})
 	}
 	switch n := s.b.refusals.count(m.ID); {

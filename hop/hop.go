@@ -590,3 +590,30 @@ func ParsePath(v string) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// PathHolds reports whether the PathHeader value v lists broker id: whether
+// the message has been on that broker before. It allocates only for an id
+// that needs escaping.
+func PathHolds(v, id string) bool {
+	if v == "" || id == "" {
+		return false
+	}
+	enc := id
+	for i := 0; i < len(id); i++ {
+		if pathNeedsEscape(id[i]) {
+			enc = encodePathID(id)
+			break
+		}
+	}
+	for i := 0; ; {
+		j := strings.Index(v[i:], enc)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if j > 0 && v[j-1] == '|' && j+len(enc) < len(v) && v[j+len(enc)] == '|' {
+			return true
+		}
+		i = j + 1
+	}
+}

@@ -416,3 +416,25 @@ func TestWithheldSelectorShape(t *testing.T) {
 		}
 	}
 }
+
+func TestPathHolds(t *testing.T) {
+	for _, c := range []struct {
+		path, id string
+		want     bool
+	}{
+		{"", "A", false},
+		{"|A|", "A", true},
+		{"|A|B|", "B", true},
+		{"|AB|", "A", false},
+		{"|AB|", "B", false},
+		{"|BA|A|", "A", true},
+		{"|A|", "", false},
+		{"|x%7Cy|", "x|y", true},
+		{"|x|y|", "x|y", false},
+		{"|A", "A", false},
+	} {
+		if got := PathHolds(c.path, c.id); got != c.want {
+			t.Errorf("PathHolds(%q, %q) = %v, want %v", c.path, c.id, got, c.want)
+		}
+	}
+}

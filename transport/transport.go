@@ -138,6 +138,11 @@ type Info struct {
 	Selectors bool
 	// Transactions reports whether Commit is atomic over a batch.
 	Transactions bool
+	// KeepsIDs reports whether Send gives a message Message.ID as its id
+	// (OpenWire: the MessageId; AMQP 1.0: properties message-id). Over STOMP
+	// the broker assigns the id, and the bridge carries the original in a
+	// property instead (bridge.IDHeader).
+	KeepsIDs bool
 }
 
 // Flavour is a broker product, which decides the demand source, addressing and identity.
@@ -330,8 +335,12 @@ var (
 // Message is a broker message as the bridge moves it, protocol-neutral. The
 // header mapping table in the README says how each protocol's fields map here.
 type Message struct {
-	// ID is the broker-assigned message id (used to recognise copies of one
-	// topic message); not carried over to the remote broker.
+	// ID is the message's id (used to recognise copies of one topic
+	// message). A transport whose Info says KeepsIDs sends it as the
+	// message's own id, so that a forwarded message keeps its identity (as
+	// ActiveMQ's networkConnector keeps the MessageId) and the receiving
+	// broker and its clients can tell a message sent again from a new one;
+	// "" lets the transport assign one.
 	ID          string
 	Destination destination.Destination
 	// Persistent is JMS delivery mode PERSISTENT / AMQP durable.

@@ -24,13 +24,20 @@ import (
 //     priority and expiration (rabbit_amqp1_0_message:translate_header), so TTL is
 //     what expires the message there; absolute-expiry-time travels along for
 //     AMQP 1.0 receivers.
-//   - message-id is the source broker's and is not carried (transport.Message.ID).
+//   - message-id is the message's own id (transport.Message.ID), kept as a
+//     string, as ActiveMQ's networkConnector keeps a forwarded MessageId; a
+//     message that arrived with a numeric, UUID or binary id carries its text
+//     (idString). RabbitMQ 3.10 stores it as the 0-9-1 message_id and gives
+//     it back as message-id over AMQP 1.0.
 func toAMQP(m *transport.Message, to string, now time.Time) *amqp.Message {
 	h := &amqp.MessageHeader{Durable: m.Persistent, Priority: 4}
 	if m.Priority >= 0 {
 		h.Priority = uint8(min(m.Priority, 255))
 	}
 	p := &amqp.MessageProperties{To: &to}
+	if m.ID != "" {
+		p.MessageID = m.ID
+	}
 	if !m.Expires.IsZero() {
 		ttl := m.Expires.Sub(now).Truncate(time.Millisecond)
 		if ttl < time.Millisecond {

@@ -25,7 +25,7 @@ var mappingCases = []struct {
 	m    transport.Message
 }{
 	{"a persistent text message keeps every header", transport.Message{
-		Destination: orders, Persistent: true, Priority: 7,
+		ID: "ID:vm-34201-1796035819859-4:10:-1:1:3", Destination: orders, Persistent: true, Priority: 7,
 		Expires: t0.Add(time.Hour), Timestamp: t0.Add(-time.Minute),
 		CorrelationID: "corr-1", ReplyTo: "/queue/replies", Type: "OrderPlaced", ContentType: "text/plain",
 		Props: []transport.Property{
@@ -122,8 +122,11 @@ func TestToAMQP(t *testing.T) {
 		t.Errorf("header = %+v, want durable, priority 4 (none given), ttl 90s", *am.Header)
 	}
 	p := am.Properties
-	if p.MessageID != nil {
-		t.Errorf("message-id = %v, want none (the source broker's id is not carried)", p.MessageID)
+	if p.MessageID != "ID:source-1" {
+		t.Errorf("message-id = %v, want the message's own id ID:source-1", p.MessageID)
+	}
+	if am := toAMQP(&transport.Message{Destination: prices}, "/exchange/amq.topic/prices.eu", t0); am.Properties.MessageID != nil {
+		t.Errorf("message without id: message-id = %v, want none", am.Properties.MessageID)
 	}
 	if *p.ReplyTo != "/exchange/amq.topic/answers" || *p.To != "/exchange/amq.topic/prices.eu" || *p.Subject != "T" ||
 		*p.ContentType != "application/json" || !p.AbsoluteExpiryTime.Equal(t0.Add(90*time.Second)) || !p.CreationTime.Equal(t0) {

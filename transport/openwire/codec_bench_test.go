@@ -55,3 +55,28 @@ func BenchmarkDecodeDispatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSentID measures finding the MessageId a forwarded message keeps:
+// one received over OpenWire (its own, no work) and one received over STOMP
+// (ActiveMQ's message-id header, parsed).
+func BenchmarkSentID(b *testing.B) {
+	own := &messageID{ProducerID: &producerID{ConnectionID: "ID:vm-34201-1796035819859-4:10", SessionID: -1, Value: 1}, ProducerSeq: 3}
+	fromOW, err := toMessage(&message{Type: typeMessage, MessageID: own}, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fromSTOMP := &transport.Message{ID: "ID:vm-34201-1796035819859-4:10:-1:1:3"}
+	for _, c := range []struct {
+		name string
+		m    *transport.Message
+	}{{"OpenWire", fromOW}, {"STOMP", fromSTOMP}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := sentID(c.m); !ok {
+					b.Fatal("not kept")
+				}
+			}
+		})
+	}
+}

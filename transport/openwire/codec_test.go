@@ -352,3 +352,50 @@ func TestTextBodiesConvertWhateverTheirCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestSentIDKeepsActiveMQMessageIDs: an id in ActiveMQ's MessageId form is
+// sent as that MessageId (producer id and sequence, which ActiveMQ's audits
+// key on); a message received over OpenWire is sent with its own MessageId;
+// any other id is not parsed.
+func TestSentIDKeepsActiveMQMessageIDs(t *testing.T) {
+	for _, c := range []struct {
+		id   string
+		ok   bool
+		conn string
+		sess int64
+		prod int64
+		seq  int64
+	}{
+		{"ID:vm-42233-1796135445856-4:5:-1:1:7", true, "ID:vm-42233-1796135445856-4:5", -1, 1, 7},
+		{"ID:vm-1-2-3:4-bnr2:1:2:3", true, "ID:vm-1-2-3:4-bnr2", 1, 2, 3},
+		{"ID:x:1:2:03", false, "", 0, 0, 0}, // would not print back the same
+		{"ID:1:2:3", false, "", 0, 0, 0},    // no connection id
+		{"order-17", false, "", 0, 0, 0},
+		{"vm:1:2:3", false, "", 0, 0, 0},
+		{"", false, "", 0, 0, 0},
+	} {
+		id, ok := sentID(&transport.Message{ID: c.id})
+		if ok != c.ok {
+			t.Errorf("%q: ok = %v, want %v", c.id, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if p := id.ProducerID; p.ConnectionID != c.conn || p.SessionID != c.sess || p.Value != c.prod || id.ProducerSeq != c.seq || id.String() != c.id {
+			t.Errorf("%q: sent as %+v seq %d (%s)", c.id, *p, id.ProducerSeq, id)
+		}
+	}
+	own := &messageID{TextView: "ID:foreign", ProducerID: &producerID{ConnectionID: "ID:c:1", SessionID: 1, Value: 1}, ProducerSeq: 9}
+	tm, err := toMessage(&message{Type: typeMessage, MessageID: own}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := sentID(tm); !ok || id != own {
+		t.Errorf("a message received over OpenWire is sent with %v, want its own MessageId", id)
+	}
+	tm.ID = "ID:other-1:1:1:1"
+	if id, ok := sentID(tm); !ok || id == own || id.String() != tm.ID {
+		t.Errorf("a message whose id the bridge changed is sent with %v, want %s", id, tm.ID)
+	}
+}

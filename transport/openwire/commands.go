@@ -395,12 +395,16 @@ func (x *messageID) String() string {
 	}
 	// Every delivery's id is built here: one allocation, the string.
 	var buf [96]byte
-	b := buf[:0]
+	return string(x.appendKey(buf[:0]))
+}
+
+// appendKey appends producerId:sequence, String's text without a text view.
+func (x *messageID) appendKey(b []byte) []byte {
 	if x.ProducerID != nil {
 		b = x.ProducerID.appendText(b)
 	}
 	b = append(b, ':')
-	return string(strconv.AppendInt(b, x.ProducerSeq, 10))
+	return strconv.AppendInt(b, x.ProducerSeq, 10)
 }
 
 type localTxID struct {

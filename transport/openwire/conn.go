@@ -221,6 +221,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		ConnectionID: c.connID.Value,
 		Selectors:    true,
 		Transactions: true,
+		KeepsIDs:     true,
 	}
 	go c.readLoop(br)
 	go c.writeLoop()
@@ -755,8 +756,14 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 		c.tx = tx
 	}
 	c.msgSeq++
+	// The message keeps its id, as ActiveMQ's networkConnector keeps the
+	// MessageId of what it forwards; the producer is this connection's.
 	m.ProducerID = c.prodID
-	m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
+	if id, ok := sentID(tm); ok {
+		m.MessageID = id
+	} else {
+		m.MessageID = &messageID{TextView: tm.ID, ProducerID: c.prodID, ProducerSeq: c.msgSeq}
+	}
 	if !tm.Persistent {
 		c.untx = true
 		c.tail = m

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ const (
 type native struct {
 	msg   *message
 	props []transport.Property
+	// id is the transport.Message.ID made from msg.MessageID: while the
+	// message still has it, it is sent with msg.MessageID itself.
+	id string
 }
 
 // maxInflate bounds a compressed body, as the frame size bounds others.
@@ -81,8 +85,8 @@ func toMessage(m *message, redeliveries int32, ns names) (*transport.Message, er
 		CorrelationID: m.CorrelationID,
 		Type:          m.JMSType,
 		Redelivered:   redeliveries > 0 || m.RedeliveryCounter > 0,
-		Native:        &native{msg: m, props: props},
 	}
+	tm.Native = &native{msg: m, props: props, id: tm.ID}
 	tm.Destination, _ = toDestination(m.Destination)
 	if m.Expiration > 0 {
 		tm.Expires = time.UnixMilli(m.Expiration)
@@ -249,6 +253,41 @@ func inflate(typ byte, content []byte) ([]byte, error) {
 		return nil, fmt.Errorf("inflated bytes body has %d bytes, claims %d", len(out), want)
 	}
 	return out, nil
+}
+
+// sentID returns the MessageId to send tm with, when it has one of its own:
+// the one it arrived with over OpenWire, or its id parsed as ActiveMQ's
+// MessageId parses ("ID:connection:session:producer:sequence", from the end;
+// kept only when it prints back the same). ActiveMQ's broker and JMS client
+// audits key on that MessageId's producer id and sequence, so a message sent
+// again keeps being recognised. ok is false for an id of another form.
+func sentID(tm *transport.Message) (id *messageID, ok bool) {
+	if nat, _ := tm.Native.(*native); nat != nil && nat.msg.MessageID != nil && nat.id == tm.ID {
+		return nat.msg.MessageID, true
+	}
+	s := tm.ID
+	if !strings.HasPrefix(s, "ID:") {
+		return nil, false
+	}
+	var n [3]int64
+	end := len(s)
+	for i := 2; i >= 0; i-- {
+		p := strings.LastIndexByte(s[:end], ':')
+		if p < 3 {
+			return nil, false
+		}
+		v, err := strconv.ParseInt(s[p+1:end], 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		n[i], end = v, p
+	}
+	id = &messageID{ProducerID: &producerID{ConnectionID: s[:end], SessionID: n[0], Value: n[1]}, ProducerSeq: n[2]}
+	var buf [96]byte
+	if string(id.appendKey(buf[:0])) != s {
+		return nil, false
+	}
+	return id, true
 }
 
 // parseReplyTo reads a reply destination in URI ("queue://x") or STOMP

@@ -165,6 +165,9 @@ func (b *BrokerConn) Info() transport.Info {
 		ConnectionID: b.c.Session(),
 		Selectors:    f == transport.ActiveMQ || f == transport.Artemis,
 		Transactions: !b.confirmsBySend(),
+		// The broker assigns a sent message's id: ActiveMQ's STOMP converter
+		// discards a SEND's message-id header (FrameTranslator).
+		KeepsIDs: false,
 	}
 }
 
