@@ -26,6 +26,20 @@ type DestinationEvent struct {
 	Destination destination.Destination
 	// Removed says the destination was removed; otherwise it was added.
 	Removed bool
+	// Path is the DestinationInfo's brokerPath: the brokers a bridge that
+	// mirrored this (temporary) destination here brought it from. A bridge
+	// never mirrors back a destination whose path holds its local broker.
+	Path []string
+}
+
+// TempDestinationTopics returns the STOMP destinations of ActiveMQ's
+// temporary destination advisories (AdvisorySupport.TEMP_QUEUE_ADVISORY_TOPIC
+// and TEMP_TOPIC_ADVISORY_TOPIC), which a networkConnector with
+// bridgeTempDestinations watches: a DestinationInfo whenever a temporary queue
+// or topic is created or removed, replayed for every existing one to a new
+// subscriber.
+func TempDestinationTopics() []string {
+	return []string{"/topic/ActiveMQ.Advisory.TempQueue", "/topic/ActiveMQ.Advisory.TempTopic"}
 }
 
 // DestinationInfo.operationType values (activemq-client DestinationInfo).
@@ -68,11 +82,15 @@ func ParseDestinationInfo(h *frame.Header, body []byte) (DestinationEvent, error
 	if f.err != nil {
 		return DestinationEvent{}, fmt.Errorf("parsing destination advisory: %w", f.err)
 	}
+	path, err := brokerIDs(obj["brokerPath"], "brokerPath", 0)
+	if err != nil {
+		return DestinationEvent{}, fmt.Errorf("parsing destination advisory: %w", err)
+	}
 	switch op {
 	case destinationAdd:
-		return DestinationEvent{Destination: d}, nil
+		return DestinationEvent{Destination: d, Path: path}, nil
 	case destinationRemove:
-		return DestinationEvent{Destination: d, Removed: true}, nil
+		return DestinationEvent{Destination: d, Removed: true, Path: path}, nil
 	}
 	return DestinationEvent{}, fmt.Errorf("parsing destination advisory: unknown operationType %d", op)
 }

@@ -55,6 +55,7 @@ type session struct {
 
 	dedup  topicDedup
 	replay replayState
+	temps  tempState // the remote broker's temporary destinations (temp.go)
 
 	// Durable demand across sessions (durables.go): the ledger as last saved,
 	// whether it is kept, durable demand names assumed to exist on the local
@@ -187,6 +188,7 @@ func (s *session) run(ctx context.Context) error {
 	s.stampID = !ri.Selectors
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
+	opts.BridgeTemp = s.tempCapable()
 	s.table = demand.New(opts)
 	if err := s.watchDestinations(ctx, opts); err != nil {
 		s.localFailed = true
@@ -204,6 +206,11 @@ func (s *session) run(ctx context.Context) error {
 		}
 	}
 
+	// Temporary destinations first, so that their replay comes before the
+	// consumers of them.
+	if err := s.watchTemps(ctx); err != nil {
+		return fmt.Errorf("remote broker: %w", err)
+	}
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
 	// subscriber, so the table ends up right whether consumers came before or after us.
 	if err := rc.WatchConsumers(ctx); err != nil {
@@ -252,6 +259,7 @@ func (s *session) run(ctx context.Context) error {
 	s.b.setUp(true)
 	s.log.Info().Str("local_id", s.localID).Str("remote_id", s.remoteID).Msg("bridge up")
 	defer s.b.stats.DemandSubs.Store(0)
+	defer s.b.stats.TempDestinations.Store(0) // mirrors end with the local connection
 	defer s.b.stats.PendingSubs.Store(0)
 
 	return s.loop(ctx, wctx)
@@ -400,6 +408,9 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 		}
 		return s.onLocalAdvisory(ctx, p, ev.Consumer)
 	case transport.DestinationChanged:
+		if p == s.remote {
+			return s.onRemoteTemp(ctx, ev.Destination)
+		}
 		return s.onDestination(ctx, ev.Destination)
 	case transport.BadConsumer:
 		s.b.stats.BadAdvisories.Add(1)

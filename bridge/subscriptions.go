@@ -98,6 +98,12 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		// forwarded; those stay unsettled, so settlement must be individual.
 		ts.Ack = transport.Individual
 	}
+	if sub.Destination.IsTemp() && s.temps.mirror != nil && p == s.local {
+		// Its consumer's advisory may come before the destination's.
+		if err := s.mirrorTemp(ctx, sub.Destination, nil); err != nil {
+			return err
+		}
+	}
 	bridgeFilters := !p.conn.Info().Selectors
 	if bridgeFilters {
 		if sub.UserSelector != "" || sub.Replay {

@@ -117,6 +117,8 @@ type Conn struct {
 	subs    map[string]*subscription // by subscription id
 	byValue map[int64]*subscription  // by consumer id value
 	advisor map[int64]bool           // advisory consumer values
+	temps   map[string]*tempOwner    // owners of mirrored temporary destinations, by connection id (temp.go)
+	tempSeq int64                    // numbers their client ids
 
 	// Settlement coalescing, see Sync. smu is never held with c.mu.
 	smu      sync.Mutex
@@ -154,6 +156,7 @@ type subscription struct {
 	dest    *dest
 	ack     transport.AckMode
 	browser bool       // a queue browser (Browse): deliveries are copies, never settled
+	owner   *tempOwner // the owner it consumes a mirrored temporary destination as, or nil
 	mu      sync.Mutex // guards the fields below
 	closed  bool       // unsubscribed: its deliveries went back to the broker
 	seq     uint64
@@ -208,6 +211,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		subs:    make(map[string]*subscription),
 		byValue: make(map[int64]*subscription),
 		advisor: make(map[int64]bool),
+		temps:   make(map[string]*tempOwner),
 		names:   names{},
 	}
 	c.sessID = &sessionID{ConnectionID: c.connID.Value, Value: 1}
@@ -529,6 +533,16 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 		dest: fromDestination(s.Destination),
 		ack:  s.Ack,
 	}
+	if s.Destination.IsTemp() {
+		// A mirrored temporary destination is consumed as its owner (temp.go).
+		c.mu.Lock()
+		if o := c.ownerFor(s.Destination); o != nil {
+			sub.cid.ConnectionID, sub.cid.SessionID = o.conn.Value, o.sess.Value
+			sub.owner = o
+			o.subs++
+		}
+		c.mu.Unlock()
+	}
 	ci := &consumerInfo{
 		ConsumerID:    sub.cid,
 		Destination:   sub.dest,
@@ -605,13 +619,22 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	c.dropSub(sub)
 	// lastDeliveredSequenceId -1 (RemoveInfo.LAST_DELIVERED_UNKNOWN): the
 	// broker counts every unsettled delivery as delivered.
+	o := sub.owner
 	err := c.write(ctx, &removeInfo{ObjectID: sub.cid, LastDeliveredSequenceID: -1}, func(r command) {
-		if err := respErr(r); err != nil && r != nil {
+		if err := respErr(r); err != nil && r != nil && o == nil {
+			// (A mirrored temporary destination removed first took its
+			// consumers with it: the broker no longer knows this one.)
 			c.log.Warn().Err(err).Str("sub", id).Msg("removing consumer")
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("unsubscribe %q: %w", id, err)
+	}
+	if o != nil {
+		c.mu.Lock()
+		o.subs--
+		c.mu.Unlock()
+		return c.releaseOwner(ctx, o)
 	}
 	return nil
 }
@@ -699,7 +722,13 @@ var advisoryTopics = []string{"ActiveMQ.Advisory.Consumer.Queue.>", "ActiveMQ.Ad
 // advisory wildcard topics. ActiveMQ replays a ConsumerInfo for every
 // existing consumer to a new advisory subscriber.
 func (c *Conn) WatchConsumers(ctx context.Context) error {
-	for _, t := range advisoryTopics {
+	return c.watchAdvisories(ctx, advisoryTopics, "watching consumers")
+}
+
+// watchAdvisories subscribes to advisory topics, whose messages the reader
+// turns into events (advisoryEvent).
+func (c *Conn) watchAdvisories(ctx context.Context, topics []string, what string) error {
+	for _, t := range topics {
 		c.nextConsumer++
 		cid := &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer}
 		sub := &subscription{id: "\x00advisory:" + t, cid: cid, dest: &dest{Type: typeTopic, Name: t}}
@@ -713,7 +742,7 @@ func (c *Conn) WatchConsumers(ctx context.Context) error {
 				c.events.push(transport.Event{Kind: transport.BadConsumer, Err: fmt.Errorf("subscribing to %s: %w", t, err)})
 			}
 		}); err != nil {
-			return fmt.Errorf("watching consumers: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return nil
@@ -722,7 +751,18 @@ func (c *Conn) WatchConsumers(ctx context.Context) error {
 // OwnConsumer implements transport.Conn: consumer ids are
 // "connectionId:sessionId:value", and this connection's id is unique.
 func (c *Conn) OwnConsumer(id string) bool {
-	return strings.HasPrefix(id, c.connID.Value+":")
+	if strings.HasPrefix(id, c.connID.Value+":") {
+		return true
+	}
+	// Consumers of mirrored temporary destinations are made as their owner (temp.go).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for owner := range c.temps {
+		if strings.HasPrefix(id, owner+":") {
+			return true
+		}
+	}
+	return false
 }
 
 // Send implements transport.Conn: a persistent message joins the open local

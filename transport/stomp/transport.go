@@ -47,6 +47,8 @@ const (
 	advisorySubTopic = "bn-adv-topic"
 	destSubQueue     = "bn-dest-queue"
 	destSubTopic     = "bn-dest-topic"
+	tempSubQueue     = "bn-temp-queue"
+	tempSubTopic     = "bn-temp-topic"
 	identitySub      = "bn-identity"
 )
 
@@ -520,6 +522,27 @@ func (b *BrokerConn) WatchDestinations(ctx context.Context) error {
 		b.mu.Unlock()
 		if err := b.write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
 			frame.Destination, advisory.DestinationTopics()[i], frame.Ack, "auto",
+			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ transport.TempWatcher = (*BrokerConn)(nil)
+
+// WatchTempDestinations subscribes to ActiveMQ's temporary destination
+// advisories, which the broker replays for every existing one first.
+func (b *BrokerConn) WatchTempDestinations(ctx context.Context) error {
+	if b.c.Flavour() != ActiveMQ {
+		return fmt.Errorf("temporary destination advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
+	}
+	for i, id := range []string{tempSubQueue, tempSubTopic} {
+		b.mu.Lock()
+		b.subs[id] = subInfo{destAdvisor: true}
+		b.mu.Unlock()
+		if err := b.write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
+			frame.Destination, advisory.TempDestinationTopics()[i], frame.Ack, "auto",
 			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
 			return err
 		}
@@ -1034,10 +1057,21 @@ func hasProp(ps []transport.Property, name string) bool {
 // kvPool holds SendFrame's scratch header lists.
 var kvPool = sync.Pool{New: func() any { s := make([]string, 0, 64); return &s }}
 
+// sendPath is where a SEND to d goes. ActiveMQ reads "/temp-queue/NAME" as a
+// temporary queue of the sending connection, named per connection; a
+// temporary destination of another connection (a reply-to the bridge
+// forwards to) is "/remote-temp-queue/NAME" (destination.StompPath).
+func sendPath(d destination.Destination) string {
+	if d.IsTemp() {
+		return "/remote-" + d.Kind.String() + "/" + d.Name
+	}
+	return d.StompPath()
+}
+
 // SendFrame maps m to a SEND frame inside transaction tx ("" for none).
 func SendFrame(m *transport.Message, tx string) *frame.Frame {
 	kvp := kvPool.Get().(*[]string)
-	kv := append((*kvp)[:0], frame.Destination, m.Destination.StompPath())
+	kv := append((*kvp)[:0], frame.Destination, sendPath(m.Destination))
 	if tx != "" {
 		kv = append(kv, frame.Transaction, tx)
 	}
