@@ -188,7 +188,7 @@ func (s *session) run(ctx context.Context) error {
 	s.stampID = !ri.Selectors
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
-	opts.BridgeTemp = s.tempCapable()
+	opts.BridgeTemp = s.setupTemps()
 	s.table = demand.New(opts)
 	if err := s.watchDestinations(ctx, opts); err != nil {
 		s.localFailed = true
@@ -239,6 +239,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	defer func() {
 		s.replay.stop()
+		s.stopWaiting()
 		if s.retryTimer != nil {
 			s.retryTimer.Stop()
 		}
@@ -344,6 +345,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onSourceEvent(wctx, se)
 		case <-expire:
 			err = s.expireDurables(wctx)
+		case <-s.temps.waitDue:
+			s.onWaitDue()
 		}
 		if err != nil {
 			return err
@@ -366,7 +369,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 // idle reports whether no local delivery is waiting to be read: the moment to
 // commit what is open rather than wait for more.
 func (s *session) idle() bool {
-	if len(s.local.events) > 0 || s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+	if len(s.local.events) > 0 || s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating && !s.waitingReplyTo() {
 		return false
 	}
 	return s.durable == nil || len(s.durable.events) == 0
@@ -390,7 +393,7 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 			// Not taken: the broker redelivers it after this session.
 			return nil
 		}
-		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating {
+		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating || s.awaitReplyTo(ev) {
 			s.backlog.push(ev)
 			return nil
 		}
@@ -408,8 +411,12 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 		}
 		return s.onLocalAdvisory(ctx, p, ev.Consumer)
 	case transport.DestinationChanged:
-		if p == s.remote {
+		switch {
+		case p == s.remote:
 			return s.onRemoteTemp(ctx, ev.Destination)
+		case ev.Destination.Destination.IsTemp():
+			s.onLocalTemp(ev.Destination)
+			return nil
 		}
 		return s.onDestination(ctx, ev.Destination)
 	case transport.BadConsumer:
@@ -422,7 +429,13 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 // takeBacklog forwards deliveries that waited for room in the window.
 func (s *session) takeBacklog(ctx context.Context) error {
 	for s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
-		if err := s.onLocalMessage(ctx, s.backlog.pop()); err != nil {
+		ev := s.backlog.pop()
+		if s.awaitReplyTo(ev) {
+			// A request waits for its reply-to's demand (temp.go).
+			s.backlog.pushFront(ev)
+			return nil
+		}
+		if err := s.onLocalMessage(ctx, ev); err != nil {
 			return err
 		}
 	}
@@ -488,6 +501,7 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
+	s.noteRemoteConsumer(ev)
 	// A renamed remote destination is demand on its local name (rename.go).
 	d, ok := s.b.renames.local(ev.Consumer.Destination)
 	if !ok {

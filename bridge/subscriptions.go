@@ -245,6 +245,11 @@ func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
 		msg = "replay subscription removed"
 	}
 	s.log.Info().Str("destination", ds.sub.Destination.String()).Str("sub", ds.sub.ID).Msg(msg)
+	if ds.sub.Destination.IsTemp() && s.temps.mirror != nil {
+		if err := s.dropGoneTemp(ctx, ds.sub.Destination); err != nil {
+			return err
+		}
+	}
 	if ds.unsub.DestroyDurable && ds.sub.DurableName != "" {
 		if err := s.destroyDurable(ctx, ds.sub); err != nil {
 			return err
