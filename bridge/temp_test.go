@@ -130,3 +130,91 @@ func last(lines []string) string {
 	}
 	return lines[len(lines)-1]
 }
+
+// TestRequestReplyThousandRequestsLeaveNothing: 1,000 requests, each on a new
+// connection with its own temporary queue (JmsTemplate on a plain connection
+// factory), through a duplex brokernet bridge over OpenWire. Every reply must
+// arrive, and afterwards neither the bridge nor broker A may hold anything of
+// them: no demand subscription, no mirrored temporary queue, no connection
+// registered for their owners.
+func TestRequestReplyThousandRequestsLeaveNothing(t *testing.T) {
+	testbroker.Require(t)
+	const n = 1000
+	a := testbroker.StartActiveMQ(t, testbroker.Options{ID: "A-leak"})
+	b := testbroker.StartActiveMQ(t, testbroker.Options{ID: "B-leak"})
+	ab := startURIBridge(t, a.OpenWireURI(), b.OpenWireURI(), nil)
+	ba := startURIBridge(t, b.OpenWireURI(), a.OpenWireURI(), nil)
+	ctx := context.Background()
+	connsBefore, err := a.Connections(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, out := requestReply(t, a, b, "rr.leak", n, "connection", func() { waitDemand(t, ba, 1, 30*time.Second) })
+	t.Logf("%d of %d replies in %v (a connection and a temporary queue per request); responder: %s", got, n, time.Since(start).Round(time.Millisecond), last(out))
+	if got != n {
+		t.Fatalf("%d of %d replies", got, n)
+	}
+	stomptest.Eventually(t, 60*time.Second, func() error {
+		if d, m := ab.Stats().DemandSubs.Load(), ab.Stats().TempDestinations.Load(); d != 0 || m != 0 {
+			return fmt.Errorf("bridge A→B holds %d demand subscriptions, %d mirrored temporary destinations", d, m)
+		}
+		if err := noTemps(a); err != nil {
+			return err
+		}
+		// The responder has gone too: A's connections are the bridges' again.
+		conns, err := a.Connections(ctx)
+		if err != nil {
+			return err
+		}
+		if conns != connsBefore {
+			return fmt.Errorf("A holds %d connections, %d before the requests", conns, connsBefore)
+		}
+		return nil
+	})
+	t.Logf("afterwards: bridge A→B 0 demand subscriptions, 0 mirrors; A 0 temporary destinations, %d connections as before (the two bridges')", connsBefore)
+}
+
+// TestTempDestinationRemovalNoticed: the mirror of a temporary queue goes
+// from the local broker when its original goes with its connection, and the
+// mirror of one that was never consumed too.
+func TestTempDestinationRemovalNoticed(t *testing.T) {
+	testbroker.Require(t)
+	a := testbroker.StartActiveMQ(t, testbroker.Options{ID: "A-gone"})
+	b := testbroker.StartActiveMQ(t, testbroker.Options{ID: "B-gone"})
+	ab := startURIBridge(t, a.OpenWireURI(), b.OpenWireURI(), nil)
+	conns0, err := a.Connections(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := stomptest.Dial(t, b.StompURI())
+	if err := c.Subscribe(context.Background(), "requester", "/temp-queue/replies", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if d, m := ab.Stats().DemandSubs.Load(), ab.Stats().TempDestinations.Load(); d != 1 || m != 1 {
+			return fmt.Errorf("bridge A→B holds %d demand subscriptions, %d mirrors; want 1 and 1", d, m)
+		}
+		q, _, err := a.TempDestinations(context.Background())
+		if err != nil || q != 1 {
+			return fmt.Errorf("A holds %d temporary queues (%v), want the mirror", q, err)
+		}
+		// The mirror's owner is a connection of its own on A.
+		if conns, err := a.Connections(context.Background()); err != nil || conns != conns0+1 {
+			return fmt.Errorf("A holds %d connections (%v), want %d", conns, err, conns0+1)
+		}
+		return nil
+	})
+	start := time.Now()
+	c.Abort()
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if d, m := ab.Stats().DemandSubs.Load(), ab.Stats().TempDestinations.Load(); d != 0 || m != 0 {
+			return fmt.Errorf("bridge A→B holds %d demand subscriptions, %d mirrors", d, m)
+		}
+		if conns, err := a.Connections(context.Background()); err != nil || conns != conns0 {
+			return fmt.Errorf("A holds %d connections (%v), want %d", conns, err, conns0)
+		}
+		return noTemps(a)
+	})
+	t.Logf("the mirror, its owner's connection and its demand left A %v after the requester's connection was cut", time.Since(start).Round(time.Millisecond))
+}
