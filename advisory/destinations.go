@@ -32,16 +32,6 @@ type DestinationEvent struct {
 	Path []string
 }
 
-// TempDestinationTopics returns the STOMP destinations of ActiveMQ's
-// temporary destination advisories (AdvisorySupport.TEMP_QUEUE_ADVISORY_TOPIC
-// and TEMP_TOPIC_ADVISORY_TOPIC), which a networkConnector with
-// bridgeTempDestinations watches: a DestinationInfo whenever a temporary queue
-// or topic is created or removed, replayed for every existing one to a new
-// subscriber.
-func TempDestinationTopics() []string {
-	return []string{"/topic/ActiveMQ.Advisory.TempQueue", "/topic/ActiveMQ.Advisory.TempTopic"}
-}
-
 // DestinationInfo.operationType values (activemq-client DestinationInfo).
 const (
 	destinationAdd    = 0

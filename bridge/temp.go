@@ -78,9 +78,9 @@ func (s *session) tempCapable() bool {
 	_, watches := s.remote.conn.(transport.TempWatcher)
 	m, mirrors := s.local.conn.(transport.TempMirror)
 	if !watches || !mirrors {
-		why := "the remote broker does not report its temporary destinations"
+		why := "the remote broker's temporary destinations are watched over OpenWire only: use tcp:// or ssl:// for an ActiveMQ remote"
 		if watches {
-			why = "the local connection cannot create another broker's temporary destinations (ActiveMQ lets only a temporary queue's owner consume it, and only OpenWire can register a connection as that owner): use tcp:// for the local broker"
+			why = "the local connection cannot create another broker's temporary destinations (ActiveMQ lets only a temporary queue's owner consume it, and only OpenWire can register a connection as that owner): use tcp:// or ssl:// for an ActiveMQ local broker"
 		}
 		s.log.Info().Str("local_protocol", s.local.conn.Info().Protocol).Str("remote_protocol", s.remote.conn.Info().Protocol).
 			Msg("temporary destinations are not bridged (request/reply to remote temporary queues): " + why)

@@ -47,8 +47,6 @@ const (
 	advisorySubTopic = "bn-adv-topic"
 	destSubQueue     = "bn-dest-queue"
 	destSubTopic     = "bn-dest-topic"
-	tempSubQueue     = "bn-temp-queue"
-	tempSubTopic     = "bn-temp-topic"
 	identitySub      = "bn-identity"
 )
 
@@ -529,26 +527,13 @@ func (b *BrokerConn) WatchDestinations(ctx context.Context) error {
 	return nil
 }
 
-var _ transport.TempWatcher = (*BrokerConn)(nil)
-
-// WatchTempDestinations subscribes to ActiveMQ's temporary destination
-// advisories, which the broker replays for every existing one first.
-func (b *BrokerConn) WatchTempDestinations(ctx context.Context) error {
-	if b.c.Flavour() != ActiveMQ {
-		return fmt.Errorf("temporary destination advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
-	}
-	for i, id := range []string{tempSubQueue, tempSubTopic} {
-		b.mu.Lock()
-		b.subs[id] = subInfo{destAdvisor: true}
-		b.mu.Unlock()
-		if err := b.write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
-			frame.Destination, advisory.TempDestinationTopics()[i], frame.Ack, "auto",
-			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// BrokerConn does not watch ActiveMQ's temporary destination advisories
+// (transport.TempWatcher): with a STOMP subscription to
+// ActiveMQ.Advisory.TempQueue on a broker, ActiveMQ 5.17.2 closed a JMS
+// requester's OpenWire connection there in 3 runs of 3, failing to marshal a
+// message to it (NullPointerException in MessageMarshaller.tightMarshal2);
+// without that subscription, never. Temporary destinations are bridged over
+// OpenWire only (bridge/temp.go).
 
 // OwnConsumer reports whether consumerID belongs to this connection: ActiveMQ's
 // consumer ids start with the connection id it sent as the CONNECTED session.
