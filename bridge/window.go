@@ -119,6 +119,7 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	e.out = outgoing(m, s.localID, forIDs)
+	s.checkReplyTo(e.out)
 	e.out.Destination = s.b.renames.remote(e.out.Destination)
 	if s.stampID && m.PropString(IDHeader) == "" {
 		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: s.stampOf(m)})

@@ -8,7 +8,8 @@ import org.apache.activemq.ActiveMQConnectionFactory;
  * brokers.
  *
  *   java RequestReply respond URL QUEUE IDLE_MS
- *       answers every request on QUEUE with "reply to BODY" sent to its
+ *       answers every request on QUEUE (printing "REQUEST replyTo=<JMSReplyTo>")
+ *       with "reply to BODY" sent to its
  *       JMSReplyTo (JMSCorrelationID = the request's JMSCorrelationID, or
  *       its JMSMessageID if it has none); prints
  *       "READY" once the consumer exists, "FAIL <error>" for each reply that
@@ -53,13 +54,15 @@ public class RequestReply {
             int responded = 0, failed = 0;
             Message m;
             while ((m = c.receive(idle)) != null) {
-                TextMessage r = s.createTextMessage("reply to " + ((TextMessage) m).getText());
+                System.out.println("REQUEST replyTo=" + m.getJMSReplyTo());
+                String body = m instanceof TextMessage ? ((TextMessage) m).getText() : m.getClass().getSimpleName();
+                TextMessage r = s.createTextMessage("reply to " + body);
                 // The request's own correlation id if it has one, else its id.
                 r.setJMSCorrelationID(m.getJMSCorrelationID() != null ? m.getJMSCorrelationID() : m.getJMSMessageID());
                 try {
                     p.send(m.getJMSReplyTo(), r);
                     responded++;
-                } catch (JMSException e) {
+                } catch (JMSException | RuntimeException e) {
                     failed++;
                     System.out.println("FAIL " + e.getMessage());
                 }
