@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
@@ -326,7 +325,8 @@ func (s *session) checkReplyTo(m *transport.Message) {
 			return
 		}
 	case transport.RabbitMQ:
-		if err == nil && !d.IsTemp() || strings.HasPrefix(m.ReplyTo, "/reply-queue/") {
+		// Its own forms (/reply-queue/, /amq/queue/, /exchange/…) pass.
+		if err != nil || !d.IsTemp() {
 			return
 		}
 	default:
