@@ -14,7 +14,7 @@ import org.apache.activemq.ActiveMQConnectionFactory;
  *       its JMSMessageID if it has none); prints
  *       "READY" once the consumer exists, "FAIL <error>" for each reply that
  *       could not be sent, and "RESPONDED n FAILED f" once no request came
- *       for IDLE_MS.
+ *       for IDLE_MS after the last one (or for 60 s before the first).
  *   java RequestReply request URL QUEUE N TIMEOUT_MS MODE
  *       sends N requests "request I" to QUEUE, each waiting up to TIMEOUT_MS
  *       for its reply on a temporary destination, and prints "REPLIES r
@@ -53,7 +53,11 @@ public class RequestReply {
             System.out.flush();
             int responded = 0, failed = 0;
             Message m;
-            while ((m = c.receive(idle)) != null) {
+            // The first request may take a while (the requester's JVM
+            // starts after READY); the idle time counts after it.
+            long wait = Math.max(idle, 60000);
+            while ((m = c.receive(wait)) != null) {
+                wait = idle;
                 System.out.println("REQUEST replyTo=" + m.getJMSReplyTo());
                 String body = m instanceof TextMessage ? ((TextMessage) m).getText() : m.getClass().getSimpleName();
                 TextMessage r = s.createTextMessage("reply to " + body);
