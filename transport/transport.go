@@ -313,9 +313,6 @@ type TempMirror interface {
 	// DropTemp removes the mirrored d (with whatever it holds); its
 	// subscriptions end with it. Unknown destinations are ignored.
 	DropTemp(ctx context.Context, d destination.Destination) error
-	// Temps returns how many temporary destinations are mirrored, for
-	// statistics and tests.
-	Temps() int
 }
 
 // QueueBrowser is implemented by connections that can look at a queue's

@@ -106,7 +106,7 @@ type Conn struct {
 
 	events *queue
 
-	mu      sync.Mutex                // guards waiters, pings, subs, byValue, advisor; never held with a subscription's mu
+	mu      sync.Mutex                // guards waiters, pings, subs, byValue, advisor, temps and their owners; never held with a subscription's mu
 	waiters map[int32]func(c command) // responses awaited, by command id
 	// pings are the command ids of KeepAliveInfos that asked for a response
 	// (ping): the KeepAliveInfo the broker sends back with that id answers

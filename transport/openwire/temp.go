@@ -188,17 +188,6 @@ func (c *Conn) releaseOwner(ctx context.Context, o *tempOwner) error {
 	return nil
 }
 
-// Temps implements transport.TempMirror.
-func (c *Conn) Temps() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, o := range c.temps {
-		n += len(o.dests)
-	}
-	return n
-}
-
 var _ transport.TempWatcher = (*Conn)(nil)
 
 // tempAdvisoryTopics are ActiveMQ's temporary destination advisory topics
