@@ -560,13 +560,21 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 	c.byValue[sub.cid.Value] = sub
 	c.mu.Unlock()
 	tok := transport.Token(c.tokens.Add(1))
+	refused := func() {
+		c.dropSub(sub)
+		if sub.owner != nil {
+			c.mu.Lock()
+			sub.owner.subs-- // the owner goes with its last destination (DropTemp)
+			c.mu.Unlock()
+		}
+	}
 	err := c.write(ctx, ci, c.confirm(tok, func(err error) {
 		if err != nil {
-			c.dropSub(sub)
+			refused()
 		}
 	}))
 	if err != nil {
-		c.dropSub(sub)
+		refused()
 		return 0, fmt.Errorf("subscribe %q: %w", s.ID, err)
 	}
 	return tok, nil
