@@ -95,6 +95,12 @@ func (b *ActiveMQ) Connections(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The marker connects on another socket: the broker must have handled the
+	// SUBSCRIBE (and its replay) first. It handles a connection's frames in
+	// order, so a receipt for a frame after it says so.
+	if err := conn.Send("/topic/ActiveMQ.Census.Sync", "", nil, stomp.SendOpt.Receipt); err != nil {
+		return 0, fmt.Errorf("testbroker: census: %w", err)
+	}
 	marker, markerSession, err := b.censusConn(ctx)
 	if err != nil {
 		return 0, err
