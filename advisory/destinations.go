@@ -26,6 +26,10 @@ type DestinationEvent struct {
 	Destination destination.Destination
 	// Removed says the destination was removed; otherwise it was added.
 	Removed bool
+	// Path is the DestinationInfo's brokerPath: the brokers a bridge that
+	// mirrored this (temporary) destination here brought it from. A bridge
+	// never mirrors back a destination whose path holds its local broker.
+	Path []string
 }
 
 // DestinationInfo.operationType values (activemq-client DestinationInfo).
@@ -68,11 +72,15 @@ func ParseDestinationInfo(h *frame.Header, body []byte) (DestinationEvent, error
 	if f.err != nil {
 		return DestinationEvent{}, fmt.Errorf("parsing destination advisory: %w", f.err)
 	}
+	path, err := brokerIDs(obj["brokerPath"], "brokerPath", 0)
+	if err != nil {
+		return DestinationEvent{}, fmt.Errorf("parsing destination advisory: %w", err)
+	}
 	switch op {
 	case destinationAdd:
-		return DestinationEvent{Destination: d}, nil
+		return DestinationEvent{Destination: d, Path: path}, nil
 	case destinationRemove:
-		return DestinationEvent{Destination: d, Removed: true}, nil
+		return DestinationEvent{Destination: d, Removed: true, Path: path}, nil
 	}
 	return DestinationEvent{}, fmt.Errorf("parsing destination advisory: unknown operationType %d", op)
 }

@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -26,6 +27,9 @@ func TestParseDestinationInfo(t *testing.T) {
 		{"a queue added", brokerHeader, queue("0", "secret.x"), DestinationEvent{Destination: destination.Destination{Kind: destination.Queue, Name: "secret.x"}}, ""},
 		{"a queue removed", brokerHeader, queue("1", "a"), DestinationEvent{Destination: destination.Destination{Kind: destination.Queue, Name: "a"}, Removed: true}, ""},
 		{"a temporary queue", nil, sampleDestinationInfo, DestinationEvent{Destination: destination.Destination{Kind: destination.TempQueue, Name: "ID:vm-35885-1796032727730-6:4:1"}}, ""},
+		{"a mirrored temporary queue carries its brokerPath", brokerHeader, `{"DestinationInfo":{"commandId":0,"responseRequired":false,"connectionId":{"value":"ID:vm-1-2-6:4"},
+ "destination":{"@class":"ActiveMQTempQueue","string":"ID:b-1:1:1","null":""},"operationType":0,"timeout":0,"brokerPath":[{"BrokerId":{"value":"B"}}]}}`,
+			DestinationEvent{Destination: destination.Destination{Kind: destination.TempQueue, Name: "ID:b-1:1:1"}, Path: []string{"B"}}, ""},
 		{"forged by a client", frame.NewHeader("message-id", "ID:vm-1-2-4:5:-1:1:1"), queue("0", "x"), DestinationEvent{}, "forged"},
 		{"an unknown operation", nil, queue("7", "x"), DestinationEvent{}, "operationType 7"},
 		{"a consumer advisory", nil, sampleConsumerInfo, DestinationEvent{}, "want one DestinationInfo"},
@@ -43,7 +47,7 @@ func TestParseDestinationInfo(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tt.want {
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
 			}
 		})

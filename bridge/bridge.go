@@ -165,6 +165,9 @@ type Stats struct {
 	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
+	// TempDestinations is how many temporary destinations of the remote
+	// broker are mirrored on the local one now (temp.go).
+	TempDestinations atomic.Int64
 
 	// ForwardLatency is the time from a message's delivery by the local broker
 	// to the remote broker's confirmation of its transaction, in seconds.

@@ -58,6 +58,7 @@ type session struct {
 
 	dedup  topicDedup
 	replay replayState
+	temps  tempState // the remote broker's temporary destinations (temp.go)
 
 	// Durable demand across sessions (durables.go): the ledger as last saved,
 	// whether it is kept, durable demand names assumed to exist on the local
@@ -194,6 +195,7 @@ func (s *session) run(ctx context.Context) error {
 	s.carryID = !ri.KeepsIDs
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
+	opts.BridgeTemp = s.setupTemps()
 	s.table = demand.New(opts)
 	if err := s.watchDestinations(ctx, opts); err != nil {
 		s.localFailed = true
@@ -211,6 +213,11 @@ func (s *session) run(ctx context.Context) error {
 		}
 	}
 
+	// Temporary destinations first, so that their replay comes before the
+	// consumers of them.
+	if err := s.watchTemps(ctx); err != nil {
+		return fmt.Errorf("remote broker: %w", err)
+	}
 	// Consumer advisories. ActiveMQ replays every existing consumer to a new advisory
 	// subscriber, so the table ends up right whether consumers came before or after us.
 	if err := rc.WatchConsumers(ctx); err != nil {
@@ -239,6 +246,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	defer func() {
 		s.replay.stop()
+		s.stopWaiting()
 		if s.retryTimer != nil {
 			s.retryTimer.Stop()
 		}
@@ -259,6 +267,7 @@ func (s *session) run(ctx context.Context) error {
 	s.b.setUp(true)
 	s.log.Info().Str("local_id", s.localID).Str("remote_id", s.remoteID).Msg("bridge up")
 	defer s.b.stats.DemandSubs.Store(0)
+	defer s.b.stats.TempDestinations.Store(0) // mirrors end with the local connection
 	defer s.b.stats.PendingSubs.Store(0)
 
 	return s.loop(ctx, wctx)
@@ -343,6 +352,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onSourceEvent(wctx, se)
 		case <-expire:
 			err = s.expireDurables(wctx)
+		case <-s.temps.waitDue:
+			s.onWaitDue()
 		}
 		if err != nil {
 			return err
@@ -365,7 +376,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 // idle reports whether no local delivery is waiting to be read: the moment to
 // commit what is open rather than wait for more.
 func (s *session) idle() bool {
-	if len(s.local.events) > 0 || s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
+	if len(s.local.events) > 0 || s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating && !s.waitingReplyTo() {
 		return false
 	}
 	return s.durable == nil || len(s.durable.events) == 0
@@ -389,7 +400,7 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 			// Not taken: the broker redelivers it after this session.
 			return nil
 		}
-		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating {
+		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating || s.awaitReplyTo(ev) {
 			s.backlog.push(ev)
 			return nil
 		}
@@ -407,6 +418,13 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 		}
 		return s.onLocalAdvisory(ctx, p, ev.Consumer)
 	case transport.DestinationChanged:
+		switch {
+		case p == s.remote:
+			return s.onRemoteTemp(ctx, ev.Destination)
+		case ev.Destination.Destination.IsTemp():
+			s.onLocalTemp(ev.Destination)
+			return nil
+		}
 		return s.onDestination(ctx, ev.Destination)
 	case transport.BadConsumer:
 		s.b.stats.BadAdvisories.Add(1)
@@ -418,7 +436,13 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 // takeBacklog forwards deliveries that waited for room in the window.
 func (s *session) takeBacklog(ctx context.Context) error {
 	for s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
-		if err := s.onLocalMessage(ctx, s.backlog.pop()); err != nil {
+		ev := s.backlog.pop()
+		if s.awaitReplyTo(ev) {
+			// A request waits for its reply-to's demand (temp.go).
+			s.backlog.pushFront(ev)
+			return nil
+		}
+		if err := s.onLocalMessage(ctx, ev); err != nil {
 			return err
 		}
 	}
@@ -484,6 +508,7 @@ func (s *session) closeGracefully(ctx context.Context) error {
 // onAdvisory applies one consumer advisory of the remote broker to the demand
 // table and the local broker.
 func (s *session) onAdvisory(ctx context.Context, ev advisory.Event) error {
+	s.noteRemoteConsumer(ev)
 	// A renamed remote destination is demand on its local name (rename.go).
 	d, ok := s.b.renames.local(ev.Consumer.Destination)
 	if !ok {

@@ -100,6 +100,12 @@ func (s *session) subscribe(ctx context.Context, sub demand.Subscription) error 
 		// forwarded; those stay unsettled, so settlement must be individual.
 		ts.Ack = transport.Individual
 	}
+	if sub.Destination.IsTemp() && s.temps.mirror != nil && p == s.local {
+		// Its consumer's advisory may come before the destination's.
+		if err := s.mirrorTemp(ctx, sub.Destination, nil); err != nil {
+			return err
+		}
+	}
 	bridgeFilters := !p.conn.Info().Selectors
 	if bridgeFilters {
 		if sub.UserSelector != "" || sub.Replay {
@@ -254,6 +260,11 @@ func (s *session) finishUnsubscribe(ctx context.Context, ds *demandSub) error {
 		msg = "replay subscription removed"
 	}
 	s.log.Info().Str("destination", ds.sub.Destination.String()).Str("sub", ds.sub.ID).Msg(msg)
+	if ds.sub.Destination.IsTemp() && s.temps.mirror != nil {
+		if err := s.dropGoneTemp(ctx, ds.sub.Destination); err != nil {
+			return err
+		}
+	}
 	if ds.unsub.DestroyDurable && ds.sub.DurableName != "" {
 		if err := s.destroyDurable(ctx, ds.sub); err != nil {
 			return err

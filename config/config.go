@@ -142,6 +142,12 @@ type NetworkConnector struct {
 	// DynamicOnly creates demand only for live consumers, not for durable
 	// subscriptions found at start-up. Default false.
 	DynamicOnly bool
+	// BridgeTempDestinations mirrors the remote brokers' temporary queues and
+	// topics on the local broker and lets their consumers make demand, so
+	// that a reply sent here to a remote requester's temporary reply-to
+	// reaches it (request/reply across the network). Default true, as in
+	// ActiveMQ.
+	BridgeTempDestinations bool
 	// DecreaseNetworkConsumerPriority gives demand subscriptions priority
 	// ConsumerPriorityBase, lower still with distance, so local consumers win.
 	// Default false (ActiveMQ 5.17's default and `brokernet bridge`'s; 5.18
@@ -278,6 +284,7 @@ func DefaultConnector() NetworkConnector {
 		MessageTTL:                          DefaultNetworkTTL,
 		ConsumerTTL:                         DefaultNetworkTTL,
 		ConduitSubscriptions:                true,
+		BridgeTempDestinations:              true,
 		ConsumerPriorityBase:                DefaultConsumerPriorityBase,
 		SuppressDuplicateTopicSubscriptions: true,
 		PrefetchSize:                        DefaultPrefetchSize,

@@ -209,7 +209,7 @@ uri = "stomp://10.0.0.2:61613"
 	if !got.Equal(want) || got.Line != 5 {
 		t.Errorf("connector =\n%+v\nwant\n%+v", got, want)
 	}
-	if got.NetworkTTL != 1 || got.MessageTTL != 1 || got.ConsumerTTL != 1 || !got.ConduitSubscriptions ||
+	if got.NetworkTTL != 1 || got.MessageTTL != 1 || got.ConsumerTTL != 1 || !got.ConduitSubscriptions || !got.BridgeTempDestinations ||
 		got.DecreaseNetworkConsumerPriority || !got.SuppressDuplicateTopicSubscriptions || got.SuppressDuplicateQueueSubscriptions ||
 		got.PrefetchSize != 1000 || got.Window != 500 || got.Reconnect.Initial != time.Second || got.Reconnect.Max != 30*time.Second {
 		t.Errorf("defaults: %+v", got)
@@ -257,8 +257,8 @@ func TestValues(t *testing.T) {
 				t.Errorf("multiplier %v", nc.Reconnect.Multiplier)
 			}
 		}},
-		{"booleans are read", "duplex = true\nconduitSubscriptions = false\ndynamicOnly = true\nreplayWhenNoConsumers = true\nsuppressDuplicateTopicSubscriptions = false", func(t *testing.T, nc NetworkConnector) {
-			if !nc.Duplex || nc.ConduitSubscriptions || !nc.DynamicOnly || !nc.ReplayWhenNoConsumers || nc.SuppressDuplicateTopicSubscriptions {
+		{"booleans are read", "duplex = true\nconduitSubscriptions = false\ndynamicOnly = true\nbridgeTempDestinations = false\nreplayWhenNoConsumers = true\nsuppressDuplicateTopicSubscriptions = false", func(t *testing.T, nc NetworkConnector) {
+			if !nc.Duplex || nc.ConduitSubscriptions || !nc.DynamicOnly || nc.BridgeTempDestinations || !nc.ReplayWhenNoConsumers || nc.SuppressDuplicateTopicSubscriptions {
 				t.Errorf("%+v", nc)
 			}
 		}},

@@ -33,7 +33,7 @@ var (
 	// order a written file lists them (the ActiveMQ importer's); read only.
 	ConnectorKeys = []string{
 		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
-		"conduitSubscriptions", "dynamicOnly", "decreaseNetworkConsumerPriority", "consumerPriorityBase",
+		"conduitSubscriptions", "dynamicOnly", "bridgeTempDestinations", "decreaseNetworkConsumerPriority", "consumerPriorityBase",
 		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions", "prefetchSize", "window",
 		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
@@ -52,7 +52,7 @@ var activemqOnly = func() map[string]string {
 	noEquivalent := "an ActiveMQ networkConnector option brokernet has no equivalent for"
 	for _, k := range []string{
 		"conduitNetworkQueueSubscriptions", "dispatchAsync", "advisoryPrefetchSize", "advisoryAckPercentage",
-		"destinationFilter", "staticBridge", "bridgeTempDestinations", "syncDurableSubs", "useVirtualDestSubs",
+		"destinationFilter", "staticBridge", "syncDurableSubs", "useVirtualDestSubs",
 		"advisoryForFailedForward", "useBrokerNameAsIdSees", "gcDestinationViews", "gcSweepTime",
 		"checkDuplicateMessagesOnDuplex", "useCompression", "clientIdToken", "brokerName", "brokerURL",
 		"sslContext", "localUri", "connectionFilter", "durableDestinations", "minConnectTime",
@@ -311,6 +311,7 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	}
 	t.boolean("conduitSubscriptions", &nc.ConduitSubscriptions)
 	t.boolean("dynamicOnly", &nc.DynamicOnly)
+	t.boolean("bridgeTempDestinations", &nc.BridgeTempDestinations)
 	t.boolean("decreaseNetworkConsumerPriority", &nc.DecreaseNetworkConsumerPriority)
 	if n, ok := t.integer("consumerPriorityBase"); ok {
 		if n < -128 || n > 127 {

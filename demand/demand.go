@@ -270,8 +270,8 @@ const (
 	// ReasonConsumerTTL is reported when the demand has already travelled
 	// ConsumerTTL hops.
 	ReasonConsumerTTL = "consumerTTL exceeded"
-	// ReasonTemporary is reported for temporary destinations, which are not
-	// bridged yet.
+	// ReasonTemporary is reported for temporary destinations while
+	// Options.BridgeTemp is off.
 	ReasonTemporary = "temporary destination"
 	// ReasonComposite is reported for a composite destination that reached
 	// the table whole: composite demand is served member by member (the
@@ -498,6 +498,31 @@ func (t *Table) Apply(ev advisory.Event) ([]Change, Decision) {
 	return nil, d
 }
 
+// TempGone forgets every remote consumer of the temporary destination d,
+// which the remote broker removed (its temporary destination advisory), and
+// returns the changes that removes their demand. ActiveMQ sends no RemoveInfo
+// for a consumer of a temporary destination that is already gone
+// (activemq-network.md §6.1), so without this its demand would stay.
+func (t *Table) TempGone(d destination.Destination) []Change {
+	if !d.IsTemp() {
+		return nil
+	}
+	var ids []string
+	for id, m := range t.consumers {
+		if m.c.Destination == d {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t.remove(id)
+	}
+	return t.settle()
+}
+
 // normalize returns c with its own copy of Path and a blank selector
 // reduced to "".
 func normalize(c advisory.Consumer) advisory.Consumer {
@@ -521,8 +546,8 @@ func (t *Table) sameDemand(a, b advisory.Consumer) bool {
 // reject returns why c creates no demand, or "".
 // The checks follow serviceRemoteConsumerAdvisory: browsers, the local
 // broker in the path (the demand came through here), the consumerTTL, and
-// then isPermissableDestination (temporary destinations, not bridged yet,
-// and Permits). Replay subscriptions are brokernet's own and never demand.
+// then isPermissableDestination (temporary destinations by BridgeTemp
+// alone, then Permits). Replay subscriptions are brokernet's own and never demand.
 func (t *Table) reject(c advisory.Consumer) string {
 	switch {
 	case c.Browser:
@@ -535,7 +560,7 @@ func (t *Table) reject(c advisory.Consumer) string {
 		return ReasonLoop
 	case t.opts.ConsumerTTL > -1 && len(c.Path) >= t.opts.ConsumerTTL:
 		return ReasonConsumerTTL
-	case c.Destination.IsTemp():
+	case c.Destination.IsTemp() && !t.opts.BridgeTemp:
 		return ReasonTemporary
 	case c.Destination.IsComposite():
 		return ReasonComposite

@@ -163,7 +163,7 @@ func (b *broker) size() int { return len(b.live) + len(b.kept) }
 
 func TestDefaultOptions(t *testing.T) {
 	o := DefaultOptions()
-	want := Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, DecreasePriority: true, PriorityBase: -5, Prefetch: 1000, SuppressTopics: true}
+	want := Options{Conduit: true, ConsumerTTL: 1, MessageTTL: 1, DecreasePriority: true, PriorityBase: -5, Prefetch: 1000, SuppressTopics: true, BridgeTemp: true}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("DefaultOptions() = %+v", o)
 	}
@@ -235,7 +235,11 @@ func TestApplySingleEvent(t *testing.T) {
 		{"unlimited consumerTTL admits long paths", func(o *Options) { o.ConsumerTTL = -1 },
 			func() advisory.Consumer { c := plain("c1", qOrders); c.Path = []string{"X", "Y", "Z", "W"}; return c }(), want{Added, "", 1}},
 		{"consumerTTL 0 admits nothing", func(o *Options) { o.ConsumerTTL = 0 }, plain("c1", qOrders), want{Ignored, ReasonConsumerTTL, 0}},
-		{"temporary destinations are not bridged yet", nil, plain("c1", tmpQ), want{Ignored, ReasonTemporary, 0}},
+		{"a temporary queue's consumer creates demand (bridgeTempDestinations)", nil, plain("c1", tmpQ), want{Added, "", 1}},
+		{"a temporary queue passes an include list that does not name it, as in ActiveMQ", func(o *Options) {
+			o.Filter.Include = []destination.Pattern{mustPattern(t, "topic://>")}
+		}, plain("c1", tmpQ), want{Added, "", 1}},
+		{"without BridgeTemp a temporary destination creates no demand", func(o *Options) { o.BridgeTemp = false }, plain("c1", tmpQ), want{Ignored, ReasonTemporary, 0}},
 		{"excluded destinations create no demand", func(o *Options) {
 			o.Filter.Exclude = []destination.Pattern{mustPattern(t, "orders")}
 		}, plain("c1", qOrders), want{Ignored, ReasonExcluded, 0}},
@@ -705,4 +709,39 @@ func TestConsumerPathIsCopied(t *testing.T) {
 	if _, d := tbl.Apply(added(again)); d.Reason != ReasonDuplicate {
 		t.Fatalf("decision %+v: the table aliased the caller's Path", d)
 	}
+}
+
+func TestTempGone(t *testing.T) {
+	o := DefaultOptions()
+	o.LocalID, o.RemoteID = "L", "R"
+	tbl := New(o)
+	tbl.Start()
+	other := destination.Destination{Kind: destination.TempQueue, Name: "ID:h-1:1:2"}
+	for _, c := range []advisory.Consumer{plain("c1", tmpQ), plain("c2", tmpQ), plain("c3", other)} {
+		if ch, _ := tbl.Apply(added(c)); len(ch) > 1 {
+			t.Fatalf("adding %s: %d changes", c.ID, len(ch))
+		}
+	}
+	t.Run("the demand of every consumer of a removed temporary destination goes", func(t *testing.T) {
+		ch := tbl.TempGone(tmpQ)
+		if len(ch) != 1 || ch[0].Kind != Unsubscribe || ch[0].Sub.Destination != tmpQ {
+			t.Fatalf("TempGone = %+v, want one Unsubscribe of %v", ch, tmpQ)
+		}
+		if tbl.Len() != 1 {
+			t.Fatalf("%d subscriptions left, want the other temporary queue's", tbl.Len())
+		}
+	})
+	t.Run("a later RemoveInfo of its consumers changes nothing", func(t *testing.T) {
+		if ch, d := tbl.Apply(removed("c1")); len(ch) != 0 || d.Reason != ReasonUnknownConsumer {
+			t.Fatalf("Apply(removed c1) = %+v, %v", ch, d)
+		}
+	})
+	t.Run("a destination nobody consumes, or not temporary, changes nothing", func(t *testing.T) {
+		if ch := tbl.TempGone(destination.Destination{Kind: destination.TempTopic, Name: "x:1"}); ch != nil {
+			t.Fatalf("TempGone(unknown) = %+v", ch)
+		}
+		if ch := tbl.TempGone(qOrders); ch != nil {
+			t.Fatalf("TempGone(queue) = %+v", ch)
+		}
+	})
 }

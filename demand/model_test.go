@@ -49,11 +49,14 @@ func blank(s string) string {
 
 // accepts says whether a remote consumer creates demand.
 func (m *model) accepts(c advisory.Consumer) bool {
-	if c.Browser || c.Replay || !c.Destination.Kind.Valid() || c.Destination.IsTemp() || slices.Contains(c.Path, m.o.LocalID) {
+	if c.Browser || c.Replay || !c.Destination.Kind.Valid() || slices.Contains(c.Path, m.o.LocalID) {
 		return false
 	}
 	if m.o.ConsumerTTL >= 0 && len(c.Path) >= m.o.ConsumerTTL {
 		return false
+	}
+	if c.Destination.IsTemp() {
+		return m.o.BridgeTemp
 	}
 	for _, p := range m.o.Filter.Exclude {
 		if p.Match(c.Destination) {

@@ -83,6 +83,14 @@ type Options struct {
 	// their messages until they return or their durable subscription is
 	// destroyed; when true it is destroyed as soon as the last of them goes.
 	DynamicOnly bool
+	// BridgeTemp is ActiveMQ's bridgeTempDestinations: consumers of the
+	// remote broker's temporary queues and topics create demand like any
+	// other (request/reply across the network), permitted whatever the
+	// Filter says, as ActiveMQ's isPermissableDestination decides them by
+	// this option alone. The bridge mirrors the temporary destinations
+	// themselves on the local broker and removes their demand when they go
+	// (Table.TempGone). Default true.
+	BridgeTemp bool
 	// SuppressQueues is ActiveMQ's suppressDuplicateQueueSubscriptions: a
 	// demand subscription for a network consumer on a queue is withheld
 	// while another bridge on the local broker holds a better route to the
@@ -109,6 +117,7 @@ func DefaultOptions() Options {
 		PriorityBase:     DefaultPriorityBase,
 		Prefetch:         DefaultPrefetch,
 		SuppressTopics:   true,
+		BridgeTemp:       true,
 	}
 }
 

@@ -164,7 +164,12 @@ func (t *Table) excluded(d destination.Destination) bool {
 // (activemq-network.md §2.4). (Start narrows every wildcard include that an
 // exclusion overlaps, so that check can no longer fail.)
 func (t *Table) Permits(d destination.Destination) bool {
-	if !d.Kind.Valid() || d.IsTemp() || d.IsComposite() || t.excluded(d) || Internal(d) {
+	if d.IsTemp() {
+		// isPermissableDestination: a temporary destination is decided by
+		// bridgeTempDestinations alone, before any filter.
+		return t.opts.BridgeTemp && d.Name != ""
+	}
+	if !d.Kind.Valid() || d.IsComposite() || t.excluded(d) || Internal(d) {
 		return false
 	}
 	for _, p := range t.opts.StaticInclude {

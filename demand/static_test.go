@@ -158,13 +158,18 @@ func TestPermits(t *testing.T) {
 		{destination.Destination{Kind: destination.Topic, Name: "static.a"}, false},
 		{destination.Destination{Kind: destination.Queue, Name: "static.secret"}, false}, // exclusion first
 		{destination.Destination{Kind: destination.Queue, Name: "EXCL.dyn"}, false},
-		{destination.Destination{Kind: destination.TempQueue, Name: "dyn.a"}, false},
+		{destination.Destination{Kind: destination.TempQueue, Name: "other"}, true}, // bridgeTempDestinations alone decides
+		{destination.Destination{Kind: destination.TempTopic, Name: "EXCL.x"}, true},
 		{destination.Destination{Name: "dyn.a"}, false},
 	}
 	for _, tt := range tests {
 		if got := tbl.Permits(tt.d); got != tt.want {
 			t.Errorf("Permits(%v) = %v, want %v", tt.d, got, tt.want)
 		}
+	}
+	o.BridgeTemp = false
+	if New(o).Permits(destination.Destination{Kind: destination.TempQueue, Name: "dyn.a"}) {
+		t.Errorf("Permits(a temporary queue) without BridgeTemp = true")
 	}
 	// Apply uses the same rule for remote consumers.
 	if _, d := tbl.Apply(added(plain("c1", destination.Destination{Kind: destination.Queue, Name: "static.a"}))); d.Action != Added {

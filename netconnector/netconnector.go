@@ -343,6 +343,7 @@ func DemandOptions(cfg config.NetworkConnector) demand.Options {
 		},
 		StaticInclude:         cfg.StaticallyIncludedDestinations,
 		DynamicOnly:           cfg.DynamicOnly,
+		BridgeTemp:            cfg.BridgeTempDestinations,
 		SuppressQueues:        cfg.SuppressDuplicateQueueSubscriptions,
 		SuppressTopics:        cfg.SuppressDuplicateTopicSubscriptions,
 		ReplayWhenNoConsumers: cfg.ReplayWhenNoConsumers,

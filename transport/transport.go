@@ -301,6 +301,36 @@ type DestinationWatcher interface {
 	WatchDestinations(ctx context.Context) error
 }
 
+// TempWatcher is implemented by connections that can report the broker's
+// temporary destinations (ActiveMQ's temporary destination advisories), which
+// a bridge mirrors on its local broker for request/reply across the network
+// (ActiveMQ's bridgeTempDestinations).
+type TempWatcher interface {
+	// WatchTempDestinations subscribes to the broker's temporary destination
+	// advisories: the existing temporary queues and topics arrive first, then
+	// changes, as DestinationChanged events whose Destination is temporary
+	// (BadConsumer for unreadable or forged ones).
+	WatchTempDestinations(ctx context.Context) error
+}
+
+// TempMirror is implemented by connections that can create, on their broker,
+// a temporary destination of another broker under the same name, owned so
+// that the bridge's subscriptions may consume it (OpenWire to ActiveMQ). A
+// reply sent there by a local responder is then taken by the demand of the
+// remote requester's consumer.
+type TempMirror interface {
+	// MirrorTemp creates the temporary destination d, with path (the brokers
+	// it comes from, ActiveMQ's brokerPath) so that a bridge the other way
+	// does not mirror it back. It is idempotent. Subscriptions to d made
+	// afterwards on this connection are allowed to consume it. The broker's
+	// answer is not awaited: a refusal is logged, and the subscription that
+	// follows is refused in turn.
+	MirrorTemp(ctx context.Context, d destination.Destination, path []string) error
+	// DropTemp removes the mirrored d (with whatever it holds); its
+	// subscriptions end with it. Unknown destinations are ignored.
+	DropTemp(ctx context.Context, d destination.Destination) error
+}
+
 // QueueBrowser is implemented by connections that can look at a queue's
 // messages without taking them (ActiveMQ's queue browsers). The bridge uses it
 // to count the messages its demand cannot take (stuck messages).

@@ -270,7 +270,7 @@ func (im *importer) findStompPort(broker *xmlNode) {
 
 // Attributes of <networkConnector> by what becomes of them.
 var (
-	importBools = []string{"duplex", "conduitSubscriptions", "dynamicOnly", "decreaseNetworkConsumerPriority",
+	importBools = []string{"duplex", "conduitSubscriptions", "dynamicOnly", "bridgeTempDestinations", "decreaseNetworkConsumerPriority",
 		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions"}
 	importInts  = []string{"networkTTL", "messageTTL", "consumerTTL", "consumerPriorityBase", "prefetchSize"}
 	importCreds = []string{"userName", "password", "remoteUserName", "remotePassword"}

@@ -50,7 +50,7 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 	if a.Duplex || a.NetworkTTL != 3 || a.MessageTTL != 3 || a.ConsumerTTL != 1 || !a.ConduitSubscriptions ||
 		!a.DecreaseNetworkConsumerPriority || a.ConsumerPriorityBase != -10 || !a.SuppressDuplicateQueueSubscriptions ||
-		!a.SuppressDuplicateTopicSubscriptions || a.PrefetchSize != 500 || a.DynamicOnly {
+		!a.SuppressDuplicateTopicSubscriptions || a.PrefetchSize != 500 || a.DynamicOnly || !a.BridgeTempDestinations {
 		t.Errorf("to-dc2 options: %+v", a)
 	}
 	if a.Reconnect.Initial != 200*time.Millisecond || a.Reconnect.Max != 10*time.Second || a.Reconnect.Multiplier != 1 {
@@ -77,7 +77,7 @@ func TestImportRoundTrip(t *testing.T) {
 		b.URI.URIs[0].Hostname() != "dc3-master.example" || b.URI.URIs[1].Addr() != "dc3-slave.example:61616" || b.URI.URIs[1].Protocol() != "openwire" || b.URI.URIs[0].HasPassword() {
 		t.Errorf("to-dc3: %+v", b)
 	}
-	if !b.Duplex || b.NetworkTTL != 2 || b.MessageTTL != 4 || b.ConsumerTTL != 2 || !b.DynamicOnly ||
+	if !b.Duplex || b.NetworkTTL != 2 || b.MessageTTL != 4 || b.ConsumerTTL != 2 || !b.DynamicOnly || b.BridgeTempDestinations ||
 		b.SuppressDuplicateTopicSubscriptions || b.DecreaseNetworkConsumerPriority || b.PrefetchSize != 1000 {
 		t.Errorf("to-dc3 options: %+v", b)
 	}

@@ -51,6 +51,7 @@ type bridgeFlags struct {
 	staticInclude    stringList
 	rename           stringList
 	dynamicOnly      bool
+	bridgeTemp       bool
 	suppressQueues   bool
 	suppressTopics   bool
 	replay           bool
@@ -83,6 +84,7 @@ func runBridge(ctx context.Context, e *env, args []string) error {
 	fs.Var(&f.staticInclude, "static-include", "destination always forwarded, with or without demand (repeatable)")
 	fs.Var(&f.rename, "rename", "LOCAL=REMOTE: the local destination is REMOTE on the remote broker (repeatable; exact names, e.g. queue://orders=queue://shop.orders)")
 	fs.BoolVar(&f.dynamicOnly, "dynamic-only", false, "only live consumers create demand (durable demand is not kept while its consumer is away)")
+	fs.BoolVar(&f.bridgeTemp, "bridge-temp-destinations", true, "mirror remote temporary destinations so replies to remote requesters reach them (request/reply)")
 	fs.BoolVar(&f.suppressQueues, "suppress-duplicate-queue-subscriptions", false, "keep only the best route to each queue consumer")
 	fs.BoolVar(&f.suppressTopics, "suppress-duplicate-topic-subscriptions", true, "keep only the best route to each topic subscriber")
 	fs.BoolVar(&f.replay, "replay-when-no-consumers", false, "send queue messages back to where their consumer went")
@@ -164,6 +166,7 @@ func (f *bridgeFlags) config(local transport.URI, remotes discovery.Spec) (*conf
 	nc.ConduitSubscriptions = f.conduit
 	nc.DecreaseNetworkConsumerPriority = f.decreasePriority
 	nc.DynamicOnly = f.dynamicOnly
+	nc.BridgeTempDestinations = f.bridgeTemp
 	nc.SuppressDuplicateQueueSubscriptions = f.suppressQueues
 	nc.SuppressDuplicateTopicSubscriptions = f.suppressTopics
 	nc.ReplayWhenNoConsumers = f.replay

@@ -44,6 +44,30 @@ func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
 	}
 }
 
+// TestBridgeTempDestinationsFlagReachesTheConnector: --bridge-temp-destinations
+// (default true, as ActiveMQ's bridgeTempDestinations) becomes the
+// connector's bridgeTempDestinations, false included.
+func TestBridgeTempDestinationsFlagReachesTheConnector(t *testing.T) {
+	local, remote := bridgeURIs(t, "tcp://127.0.0.1:61616", "tcp://127.0.0.1:61617")
+	for _, args := range [][]string{nil, {"--bridge-temp-destinations=false"}, {"--bridge-temp-destinations"}} {
+		var f bridgeFlags
+		fs := newFlagSet("bridge")
+		fs.BoolVar(&f.bridgeTemp, "bridge-temp-destinations", true, "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		f.networkTTL, f.prefetch, f.window, f.logLevel, f.logFormat = 1, 1000, 500, "info", "console"
+		cfg, err := f.config(local, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(args) == 0 || args[0] == "--bridge-temp-destinations"
+		if got := cfg.Connectors[0].BridgeTempDestinations; got != want {
+			t.Errorf("%q: connector has bridgeTempDestinations %v, want %v", args, got, want)
+		}
+	}
+}
+
 // bridgeURIs parses the bridge command's LOCAL and REMOTE arguments.
 func bridgeURIs(t *testing.T, local, remote string) (transport.URI, discovery.Spec) {
 	t.Helper()

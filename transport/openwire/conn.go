@@ -106,11 +106,13 @@ type Conn struct {
 
 	events *queue
 
-	mu      sync.Mutex                // guards waiters, subs, byValue, advisor; never held with a subscription's mu
+	mu      sync.Mutex                // guards waiters, subs, byValue, advisor, temps and their owners; never held with a subscription's mu
 	waiters map[int32]func(c command) // responses awaited, by command id
 	subs    map[string]*subscription  // by subscription id
 	byValue map[int64]*subscription   // by consumer id value
 	advisor map[int64]bool            // advisory consumer values
+	temps   map[string]*tempOwner     // owners of mirrored temporary destinations, by connection id (temp.go)
+	tempSeq int64                     // numbers their client ids
 
 	// Settlement coalescing, see Sync. smu is never held with c.mu.
 	smu      sync.Mutex
@@ -148,6 +150,7 @@ type subscription struct {
 	dest    *dest
 	ack     transport.AckMode
 	browser bool       // a queue browser (Browse): deliveries are copies, never settled
+	owner   *tempOwner // the owner it consumes a mirrored temporary destination as, or nil
 	mu      sync.Mutex // guards the fields below
 	closed  bool       // unsubscribed: its deliveries went back to the broker
 	seq     uint64
@@ -201,6 +204,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		subs:    make(map[string]*subscription),
 		byValue: make(map[int64]*subscription),
 		advisor: make(map[int64]bool),
+		temps:   make(map[string]*tempOwner),
 		names:   names{},
 	}
 	c.sessID = &sessionID{ConnectionID: c.connID.Value, Value: 1}
@@ -530,6 +534,16 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 		dest: fromDestination(s.Destination),
 		ack:  s.Ack,
 	}
+	if s.Destination.IsTemp() {
+		// A mirrored temporary destination is consumed as its owner (temp.go).
+		c.mu.Lock()
+		if o := c.ownerFor(s.Destination); o != nil {
+			sub.cid.ConnectionID, sub.cid.SessionID = o.conn.Value, o.sess.Value
+			sub.owner = o
+			o.subs++
+		}
+		c.mu.Unlock()
+	}
 	ci := &consumerInfo{
 		ConsumerID:    sub.cid,
 		Destination:   sub.dest,
@@ -549,13 +563,21 @@ func (c *Conn) Subscribe(ctx context.Context, s transport.Subscription) (transpo
 	c.byValue[sub.cid.Value] = sub
 	c.mu.Unlock()
 	tok := transport.Token(c.tokens.Add(1))
+	refused := func() {
+		c.dropSub(sub)
+		if sub.owner != nil {
+			c.mu.Lock()
+			sub.owner.subs-- // the owner goes with its last destination (DropTemp)
+			c.mu.Unlock()
+		}
+	}
 	err := c.write(ctx, ci, c.confirm(tok, func(err error) {
 		if err != nil {
-			c.dropSub(sub)
+			refused()
 		}
 	}))
 	if err != nil {
-		c.dropSub(sub)
+		refused()
 		return 0, fmt.Errorf("subscribe %q: %w", s.ID, err)
 	}
 	return tok, nil
@@ -608,13 +630,22 @@ func (c *Conn) Unsubscribe(ctx context.Context, id string) error {
 	c.dropSub(sub)
 	// lastDeliveredSequenceId -1 (RemoveInfo.LAST_DELIVERED_UNKNOWN): the
 	// broker counts every unsettled delivery as delivered.
+	o := sub.owner
 	err := c.write(ctx, &removeInfo{ObjectID: sub.cid, LastDeliveredSequenceID: -1}, func(r command) {
-		if err := respErr(r); err != nil && r != nil {
+		if err := respErr(r); err != nil && r != nil && o == nil {
+			// (A mirrored temporary destination removed first took its
+			// consumers with it: the broker no longer knows this one.)
 			c.log.Warn().Err(err).Str("sub", id).Msg("removing consumer")
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("unsubscribe %q: %w", id, err)
+	}
+	if o != nil {
+		c.mu.Lock()
+		o.subs--
+		c.mu.Unlock()
+		return c.releaseOwner(ctx, o)
 	}
 	return nil
 }
@@ -702,7 +733,13 @@ var advisoryTopics = []string{"ActiveMQ.Advisory.Consumer.Queue.>", "ActiveMQ.Ad
 // advisory wildcard topics. ActiveMQ replays a ConsumerInfo for every
 // existing consumer to a new advisory subscriber.
 func (c *Conn) WatchConsumers(ctx context.Context) error {
-	for _, t := range advisoryTopics {
+	return c.watchAdvisories(ctx, advisoryTopics, "watching consumers")
+}
+
+// watchAdvisories subscribes to advisory topics, whose messages the reader
+// turns into events (advisoryEvent).
+func (c *Conn) watchAdvisories(ctx context.Context, topics []string, what string) error {
+	for _, t := range topics {
 		c.nextConsumer++
 		cid := &consumerID{ConnectionID: c.connID.Value, SessionID: c.sessID.Value, Value: c.nextConsumer}
 		sub := &subscription{id: "\x00advisory:" + t, cid: cid, dest: &dest{Type: typeTopic, Name: t}}
@@ -716,7 +753,7 @@ func (c *Conn) WatchConsumers(ctx context.Context) error {
 				c.events.push(transport.Event{Kind: transport.BadConsumer, Err: fmt.Errorf("subscribing to %s: %w", t, err)})
 			}
 		}); err != nil {
-			return fmt.Errorf("watching consumers: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return nil
@@ -725,7 +762,18 @@ func (c *Conn) WatchConsumers(ctx context.Context) error {
 // OwnConsumer implements transport.Conn: consumer ids are
 // "connectionId:sessionId:value", and this connection's id is unique.
 func (c *Conn) OwnConsumer(id string) bool {
-	return strings.HasPrefix(id, c.connID.Value+":")
+	if strings.HasPrefix(id, c.connID.Value+":") {
+		return true
+	}
+	// Consumers of mirrored temporary destinations are made as their owner (temp.go).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for owner := range c.temps {
+		if strings.HasPrefix(id, owner+":") {
+			return true
+		}
+	}
+	return false
 }
 
 // Send implements transport.Conn: a persistent message joins the open local

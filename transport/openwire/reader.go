@@ -117,7 +117,7 @@ func (c *Conn) dispatch(md *messageDispatch) {
 		}
 		return
 	}
-	if sub == nil || md.ConsumerID.ConnectionID != c.connID.Value {
+	if sub == nil || md.ConsumerID.ConnectionID != sub.cid.ConnectionID {
 		// A late dispatch to a closed consumer: the broker takes it back
 		// when the RemoveInfo is processed.
 		return
@@ -132,6 +132,10 @@ func (c *Conn) dispatch(md *messageDispatch) {
 		// unacknowledged topic subscription stops at its prefetch.
 		c.writeFromReader(&messageAck{Destination: d, ConsumerID: md.ConsumerID, AckType: ackStandard,
 			FirstID: m.MessageID, LastID: m.MessageID, MessageCount: 1})
+		if di, ok := m.DataStructure.(*destinationInfo); ok {
+			c.destinationAdvisory(m, di)
+			return
+		}
 		ev, err := c.advisoryEvent(m)
 		switch {
 		case errors.Is(err, advisory.ErrNotConsumerAdvisory):
@@ -226,6 +230,40 @@ func (c *Conn) advisoryEvent(m *message) (advisory.Event, error) {
 		return ev, fmt.Errorf("%w: %T", advisory.ErrNotConsumerAdvisory, x)
 	}
 	return ev, nil
+}
+
+// destinationAdvisory turns a temporary destination advisory (a
+// DestinationInfo) into a DestinationChanged event, as the STOMP path's
+// advisory.ParseDestinationInfo does.
+func (c *Conn) destinationAdvisory(m *message, di *destinationInfo) {
+	props, err := decodeProps(m.Props, nil)
+	origin := ""
+	for _, p := range props {
+		if p.Name == propOriginBrokerID {
+			origin, _ = p.Value.(string)
+		}
+	}
+	if err == nil && origin != c.brokerID {
+		err = fmt.Errorf("originBrokerId %q is not the broker's %q", origin, c.brokerID)
+	}
+	d, ok := toDestination(di.Destination)
+	if err == nil && !ok {
+		err = errors.New("DestinationInfo without destination")
+	}
+	if err == nil && di.OperationType != destinationAdd && di.OperationType != destinationRemove {
+		err = fmt.Errorf("unknown operationType %d", di.OperationType)
+	}
+	if err != nil {
+		c.events.push(transport.Event{Kind: transport.BadConsumer, Err: fmt.Errorf("destination advisory %s: %w", m.MessageID, err)})
+		return
+	}
+	ev := advisory.DestinationEvent{Destination: d, Removed: di.OperationType == destinationRemove}
+	for _, b := range di.BrokerPath {
+		if b != nil {
+			ev.Path = append(ev.Path, b.Value)
+		}
+	}
+	c.events.push(transport.Event{Kind: transport.DestinationChanged, Destination: ev})
 }
 
 // consumerOf maps a ConsumerInfo as the JSON path does: the selector without

@@ -538,6 +538,14 @@ func (b *BrokerConn) WatchDestinations(ctx context.Context) error {
 	return nil
 }
 
+// BrokerConn does not watch ActiveMQ's temporary destination advisories
+// (transport.TempWatcher): with a STOMP subscription to
+// ActiveMQ.Advisory.TempQueue on a broker, ActiveMQ 5.17.2 closed a JMS
+// requester's OpenWire connection there in 3 runs of 3, failing to marshal a
+// message to it (NullPointerException in MessageMarshaller.tightMarshal2);
+// without that subscription, never. Temporary destinations are bridged over
+// OpenWire only (bridge/temp.go).
+
 // OwnConsumer reports whether consumerID belongs to this connection: ActiveMQ's
 // consumer ids start with the connection id it sent as the CONNECTED session.
 func (b *BrokerConn) OwnConsumer(consumerID string) bool {
@@ -1045,10 +1053,21 @@ func hasProp(ps []transport.Property, name string) bool {
 // kvPool holds SendFrame's scratch header lists.
 var kvPool = sync.Pool{New: func() any { s := make([]string, 0, 64); return &s }}
 
+// sendPath is where a SEND to d goes. ActiveMQ reads "/temp-queue/NAME" as a
+// temporary queue of the sending connection, named per connection; a
+// temporary destination of another connection (a reply-to the bridge
+// forwards to) is "/remote-temp-queue/NAME" (destination.StompPath).
+func sendPath(d destination.Destination) string {
+	if d.IsTemp() {
+		return "/remote-" + d.Kind.String() + "/" + d.Name
+	}
+	return d.StompPath()
+}
+
 // SendFrame maps m to a SEND frame inside transaction tx ("" for none).
 func SendFrame(m *transport.Message, tx string) *frame.Frame {
 	kvp := kvPool.Get().(*[]string)
-	kv := append((*kvp)[:0], frame.Destination, m.Destination.StompPath())
+	kv := append((*kvp)[:0], frame.Destination, sendPath(m.Destination))
 	if tx != "" {
 		kv = append(kv, frame.Transaction, tx)
 	}
