@@ -9,6 +9,8 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // TestExclusionHoldsForWildcardDemand: with queue://secret.> excluded, a
@@ -20,17 +22,38 @@ func TestExclusionHoldsForWildcardDemand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
+	testExclusionHoldsForWildcardDemand(t, (*testbroker.ActiveMQ).StompURI)
+}
+
+// TestExclusionHoldsForWildcardDemandOverOpenWire is the same with the bridge
+// on OpenWire at both ends: the OpenWire connection reports the local
+// broker's destinations too.
+func TestExclusionHoldsForWildcardDemandOverOpenWire(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts brokers")
+	}
+	testExclusionHoldsForWildcardDemand(t, (*testbroker.ActiveMQ).OpenWireURI)
+}
+
+func testExclusionHoldsForWildcardDemand(t *testing.T, uri func(*testbroker.ActiveMQ) string) {
 	bs := startBrokers(t, 2, false)
 	a, b := bs[0], bs[1]
 	stomptest.SendN(t, a.StompURI(), "/queue/secret.x", 0, 100, false)
 	stomptest.SendN(t, a.StompURI(), "/queue/public.y", 0, 50, false)
-	br := startBridge(t, a.StompURI(), b.StompURI(), func(c *bridge.Config) {
-		p, err := destination.ParsePattern("queue://secret.>")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Demand.Filter.Exclude = []destination.Pattern{p}
-	})
+	local, err := endpoint.Parse(uri(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := endpoint.Parse(uri(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := defaultDemand()
+	if d.Filter, err = destination.ParseFilter(nil, []string{"queue://secret.>"}); err != nil {
+		t.Fatal(err)
+	}
+	br := runBridge(t, bridge.Config{Local: local, Remote: remote, Demand: d, Log: stomptest.Logger(t)})
 	all := stomptest.Subscribe(t, b.StompURI(), "/queue/>")
 	all.WaitDistinct(50, 30*time.Second)
 	stomptest.SendN(t, a.StompURI(), "/queue/later.z", 50, 20, false)
@@ -49,6 +72,6 @@ func TestExclusionHoldsForWildcardDemand(t *testing.T) {
 		}
 		return nil
 	})
-	local := stomptest.Subscribe(t, a.StompURI(), "/queue/secret.x")
-	local.WaitDistinct(100, 20*time.Second)
+	mine := stomptest.Subscribe(t, a.StompURI(), "/queue/secret.x")
+	mine.WaitDistinct(100, 20*time.Second)
 }

@@ -194,6 +194,21 @@ var _ transport.TempWatcher = (*Conn)(nil)
 // (AdvisorySupport.TEMP_QUEUE_ADVISORY_TOPIC, TEMP_TOPIC_ADVISORY_TOPIC).
 var tempAdvisoryTopics = []string{"ActiveMQ.Advisory.TempQueue", "ActiveMQ.Advisory.TempTopic"}
 
+// destinationAdvisoryTopics are ActiveMQ's queue and topic destination
+// advisories (not the temporary ones).
+var destinationAdvisoryTopics = []string{"ActiveMQ.Advisory.Queue", "ActiveMQ.Advisory.Topic"}
+
+var _ transport.DestinationWatcher = (*Conn)(nil)
+
+// WatchDestinations implements transport.DestinationWatcher: consumers of
+// the queue and topic destination advisory topics, to which ActiveMQ replays
+// a DestinationInfo for every existing destination. A bridge narrows wildcard
+// demand with them (demand.Expander); without them an OpenWire bridge gave no
+// subscription to a wildcard that its include/exclude rules had to narrow.
+func (c *Conn) WatchDestinations(ctx context.Context) error {
+	return c.watchAdvisories(ctx, destinationAdvisoryTopics, "watching destinations")
+}
+
 // WatchTempDestinations implements transport.TempWatcher: consumers of the
 // two temporary destination advisory topics, to which ActiveMQ replays a
 // DestinationInfo for every existing temporary destination.
