@@ -6,8 +6,8 @@ import (
 )
 
 // Message identity. A forwarded message keeps its id where the remote's
-// protocol can set one (transport.Info.KeepsIDs: OpenWire's MessageId, AMQP
-// 1.0's message-id), as ActiveMQ's networkConnector keeps the MessageId
+// protocol can set it (transport.Info.KeepsID: an ActiveMQ MessageId over
+// OpenWire, any message-id over AMQP 1.0), as ActiveMQ's networkConnector keeps the MessageId
 // (DemandForwardingBridgeSupport.configureMessage copies the message and
 // changes its producerId, not its messageId). What that buys, on ActiveMQ
 // 5.17 (read from its source, measured in identity_test.go):

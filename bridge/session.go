@@ -99,9 +99,10 @@ type session struct {
 	// stampID: the remote broker has no selectors, so forwarded messages carry
 	// IDHeader for the bridges there to recognise them (filter.go).
 	stampID bool
-	// carryID: the remote's protocol cannot keep a message's id (STOMP), so
-	// forwarded messages that have one carry it in IDHeader (identity.go).
-	carryID bool
+	// keepsID says which ids the remote's protocol keeps (nil: none, STOMP);
+	// a forwarded message whose id it cannot keep carries it in IDHeader
+	// (identity.go).
+	keepsID func(id string) bool
 	// stampPrefix and stampSeq make IDHeader values for messages without id
 	// (filter.go's stampOf).
 	stampPrefix string
@@ -192,7 +193,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	s.b.setIDs(s.localID, s.remoteID)
 	s.stampID = !ri.Selectors
-	s.carryID = !ri.KeepsIDs
+	s.keepsID = ri.KeepsID
 	opts := s.cfg.Demand
 	opts.LocalID, opts.RemoteID = s.localID, s.remoteID
 	opts.BridgeTemp = s.setupTemps()

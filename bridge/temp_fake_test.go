@@ -169,12 +169,13 @@ func TestRequestWaitsForItsReplyToDemand(t *testing.T) {
 	local.putWith("req", 1)
 	waitFor(t, 5*time.Second, "a request without reply-to to go", func() bool { return len(remote.receivedBodies()) == 1 })
 
-	local.mu.Lock()
+	// The fake broker's own lock (tempBroker has one of its own).
+	local.fakeBroker.mu.Lock()
 	local.seq++
 	local.queues["req"] = append(local.queues["req"], &fakeMsg{id: "ID:L-req", msg: &transport.Message{ID: "ID:L-req",
 		Destination: destination.Destination{Kind: destination.Queue, Name: "req"}, Priority: 4,
 		ReplyTo: "/remote-temp-queue/ID:l-1:1:1", Body: []byte("request")}})
-	local.mu.Unlock()
+	local.fakeBroker.mu.Unlock()
 	local.dispatch()
 	// An event behind the delivery on the same stream: once it is counted,
 	// the delivery was handled.

@@ -121,7 +121,8 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 	e.out = outgoing(m, s.localID, s.remoteID, forIDs)
 	s.checkReplyTo(e.out)
 	e.out.Destination = s.b.renames.remote(e.out.Destination)
-	if (s.stampID || s.carryID && m.ID != "") && m.PropString(IDHeader) == "" {
+	carry := m.ID != "" && (s.keepsID == nil || !s.keepsID(m.ID))
+	if (s.stampID || carry) && m.PropString(IDHeader) == "" {
 		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: s.stampOf(m)})
 	}
 	switch n := s.b.refusals.count(m.ID); {

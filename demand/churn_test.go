@@ -89,6 +89,8 @@ func (g churn) durableRemoval() advisory.Event {
 func churnOptions(conduit, decrease, dynamicOnly bool, t testing.TB) Options {
 	o := bridgeOptions("L", "R")
 	o.Conduit, o.DecreasePriority, o.DynamicOnly, o.ConsumerTTL = conduit, decrease, dynamicOnly, 3
+	// Temporary destinations make demand in half of the runs.
+	o.BridgeTemp = decrease
 	o.SuppressQueues, o.SuppressTopics, o.ReplayWhenNoConsumers = true, true, true
 	o.Filter.Exclude = []destination.Pattern{mustPattern(t, "EXCL.>")}
 	o.StaticInclude = []destination.Pattern{mustPattern(t, "topic://news.>"), mustPattern(t, "queue://jobs.>"), mustPattern(t, "EXCL.x")}
@@ -228,8 +230,11 @@ func runChurn(t *testing.T, o Options, seed uint64, events int) {
 	}
 	m.check(t, tbl)
 	mustSee := []string{"added", "removed", "left", "suppressed", "replaced", "+r", "-r", "replay+", "replay-", "restart",
-		ReasonBrowser, ReasonLoop, ReasonConsumerTTL, ReasonReplay, ReasonTemporary, ReasonExcluded,
+		ReasonBrowser, ReasonLoop, ReasonConsumerTTL, ReasonReplay, ReasonExcluded,
 		ReasonDuplicate, ReasonUnknownConsumer, ReasonUnknownDurable}
+	if !o.BridgeTemp {
+		mustSee = append(mustSee, ReasonTemporary)
+	}
 	if o.Conduit {
 		mustSee = append(mustSee, "joined")
 	}

@@ -138,11 +138,12 @@ type Info struct {
 	Selectors bool
 	// Transactions reports whether Commit is atomic over a batch.
 	Transactions bool
-	// KeepsIDs reports whether Send gives a message Message.ID as its id
-	// (OpenWire: the MessageId; AMQP 1.0: properties message-id). Over STOMP
-	// the broker assigns the id, and the bridge carries the original in a
-	// property instead (bridge.IDHeader).
-	KeepsIDs bool
+	// KeepsID reports whether Send gives a message whose Message.ID is id
+	// that id as its own (OpenWire: an ActiveMQ MessageId; AMQP 1.0: any
+	// properties message-id); nil means never (STOMP: the broker assigns the
+	// id). The bridge carries an id the remote cannot keep in a property
+	// instead (bridge.IDHeader).
+	KeepsID func(id string) bool
 }
 
 // Flavour is a broker product, which decides the demand source, addressing and identity.
@@ -366,7 +367,7 @@ var (
 // header mapping table in the README says how each protocol's fields map here.
 type Message struct {
 	// ID is the message's id (used to recognise copies of one topic
-	// message). A transport whose Info says KeepsIDs sends it as the
+	// message). A transport whose Info.KeepsID keeps it sends it as the
 	// message's own id, so that a forwarded message keeps its identity (as
 	// ActiveMQ's networkConnector keeps the MessageId) and the receiving
 	// broker and its clients can tell a message sent again from a new one;

@@ -236,7 +236,7 @@ func DialConn(ctx context.Context, u URI) (*Conn, error) {
 // "RabbitMQ", version and cluster_name (verified-here.md).
 func describe(props map[string]any, forced transport.Flavour) (transport.Info, string) {
 	str := func(k string) string { s, _ := props[k].(string); return s }
-	info := transport.Info{Protocol: "amqp", Flavour: forced, KeepsIDs: true}
+	info := transport.Info{Protocol: "amqp", Flavour: forced, KeepsID: keepsAny}
 	product, version := str("product"), str("version")
 	info.Server = product
 	if version != "" {
@@ -1006,3 +1006,6 @@ func (c *Conn) Abort() {
 	c.fail(transport.ErrClosed)
 	go c.conn.Close()
 }
+
+// keepsAny is Info.KeepsID: properties message-id takes any id.
+func keepsAny(string) bool { return true }

@@ -225,7 +225,7 @@ func Dial(ctx context.Context, uri URI, log zerolog.Logger) (*Conn, error) {
 		ConnectionID: c.connID.Value,
 		Selectors:    true,
 		Transactions: true,
-		KeepsIDs:     true,
+		KeepsID:      KeepsID,
 	}
 	go c.readLoop(br)
 	go c.writeLoop()
@@ -810,7 +810,7 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 	if id, ok := sentID(tm); ok {
 		m.MessageID = id
 	} else {
-		m.MessageID = &messageID{TextView: tm.ID, ProducerID: c.prodID, ProducerSeq: c.msgSeq}
+		m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
 	}
 	if !tm.Persistent {
 		c.untx = true

@@ -16,10 +16,9 @@ import (
 // the ids Send gives messages. Each case sends two messages to a queue of its
 // own with no consumer, and counts what the queue holds. An ActiveMQ
 // MessageId sent again is dropped (the queue's audit keys on its producer id
-// and sequence); a foreign id is only the text view of a MessageId of this
-// connection's producer, which is what ActiveMQ's audits and KahaDB's index
-// key on (MessageId.toProducerKey), so two messages with one foreign id are
-// two messages.
+// and sequence); a foreign id is not kept (KeepsID): each message gets a
+// MessageId of this connection's producer, so two messages with one foreign
+// id are two messages.
 func TestSentIDsAndTheBrokersAudit(t *testing.T) {
 	b := startBroker(t, testbroker.Options{Persistent: true})
 	p := dial(t, b.OpenWireURI())

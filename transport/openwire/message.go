@@ -265,7 +265,24 @@ func sentID(tm *transport.Message) (id *messageID, ok bool) {
 	if nat, _ := tm.Native.(*native); nat != nil && nat.msg.MessageID != nil && nat.id == tm.ID {
 		return nat.msg.MessageID, true
 	}
-	s := tm.ID
+	return parseMessageID(tm.ID)
+}
+
+// KeepsID reports whether Send gives a message with id that id as its own
+// MessageId (transport.Info.KeepsID): only an ActiveMQ MessageId. Another id
+// ("order-17", RabbitMQ's "T_sub@@session@@1") is not kept as a text view:
+// ActiveMQ's STOMP consumers acknowledge by message-id, which the broker
+// parses back into a MessageId, and it refused such an ack
+// (NumberFormatException) and closed the consumer's connection — a consumer
+// on ActiveMQ of messages bridged from RabbitMQ got one message
+// (TestConformance/RabbitMQ-to-ActiveMQ-OpenWire).
+func KeepsID(id string) bool {
+	_, ok := parseMessageID(id)
+	return ok
+}
+
+// parseMessageID parses an ActiveMQ MessageId's text.
+func parseMessageID(s string) (id *messageID, ok bool) {
 	if !strings.HasPrefix(s, "ID:") {
 		return nil, false
 	}

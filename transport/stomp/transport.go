@@ -167,7 +167,7 @@ func (b *BrokerConn) Info() transport.Info {
 		Transactions: !b.confirmsBySend(),
 		// The broker assigns a sent message's id: ActiveMQ's STOMP converter
 		// discards a SEND's message-id header (FrameTranslator).
-		KeepsIDs: false,
+		KeepsID: nil, // the broker assigns the id
 	}
 }
 
