@@ -63,6 +63,7 @@ func requestReply(t *testing.T, a, b *testbroker.ActiveMQ, queue string, n int, 
 // JMS client on both ends, request/reply over ActiveMQ's own duplex
 // networkConnector and over a brokernet duplex bridge over OpenWire.
 func TestRequestReplyAcrossNetworkLikeNetworkConnector(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	const n = 50
 	for _, mode := range []string{"perrequest", "topic"} {
@@ -138,6 +139,7 @@ func last(lines []string) string {
 // them: no demand subscription, no mirrored temporary queue, no connection
 // registered for their owners.
 func TestRequestReplyThousandRequestsLeaveNothing(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	const n = 1000
 	a := testbroker.StartActiveMQ(t, testbroker.Options{ID: "A-leak"})
@@ -179,6 +181,7 @@ func TestRequestReplyThousandRequestsLeaveNothing(t *testing.T) {
 // from the local broker when its original goes with its connection, and the
 // mirror of one that was never consumed too.
 func TestTempDestinationRemovalNoticed(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	a := testbroker.StartActiveMQ(t, testbroker.Options{ID: "A-gone"})
 	b := testbroker.StartActiveMQ(t, testbroker.Options{ID: "B-gone"})
@@ -228,6 +231,7 @@ func TestTempDestinationRemovalNoticed(t *testing.T) {
 // connection (NullPointerException marshalling a message to it) in 3 runs of
 // 3. So all over STOMP, request/reply fails as without bridgeTempDestinations.
 func TestRequestReplyOverStomp(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	const n = 50
 	a := testbroker.StartActiveMQ(t, testbroker.Options{})
