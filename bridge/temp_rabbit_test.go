@@ -13,6 +13,7 @@ import (
 	gostomp "github.com/go-stomp/stomp/v3"
 
 	"github.com/brokernet/brokernet/internal/jmstest"
+	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 )
 
@@ -107,7 +108,8 @@ func TestRequestReplyAcrossVendors(t *testing.T) {
 // amqp:not-implemented "Dynamic sources not supported" and ends the session,
 // so there is no address to put in reply-to and no consumer to make demand.
 // Nothing a bridge does changes that. What an AMQP 1.0 requester on 3.10 can
-// do instead is name its reply queue; that crosses the bridges like any queue.
+// do instead is name a durable reply queue; that crosses the bridges like any
+// queue (measured 20 of 20). A session-bound one does not (0 of 20, below).
 func TestRequestReplyAMQPDynamicReceiverAcrossVendors(t *testing.T) {
 	testbroker.Require(t)
 	const n = 20
@@ -169,7 +171,23 @@ func TestRequestReplyAMQPDynamicReceiverAcrossVendors(t *testing.T) {
 		if err := rcv.IssueCredit(n); err != nil {
 			t.Fatal(err)
 		}
-		waitDemand(t, ar, 1, 60*time.Second)
+		// The reply queue's demand: a consumer of it on ActiveMQ. (Not a
+		// count of ar's demand subscriptions: ar also takes ra's AMQP 1.0
+		// consumer of the request queue on RabbitMQ for demand, which comes
+		// and goes with the responder; waiting for a count of 1 once let
+		// the responder's 60 s idle run out before the requests were sent.)
+		stomptest.Eventually(t, 60*time.Second, func() error {
+			sctx, sc := context.WithTimeout(ctx, 10*time.Second)
+			defer sc()
+			st, err := a.QueueStats(sctx, queue+".replies")
+			if err == nil && st.ConsumerCount == 0 {
+				err = errors.New("no consumer")
+			}
+			if err != nil {
+				return fmt.Errorf("ActiveMQ %s.replies: %w", queue, err)
+			}
+			return nil
+		})
 		snd, err := sess.NewSender(ctx, "/queue/"+queue, &goamqp.SenderOptions{TargetDurability: goamqp.DurabilityUnsettledState})
 		if err != nil {
 			t.Fatal(err)
@@ -200,6 +218,16 @@ func TestRequestReplyAMQPDynamicReceiverAcrossVendors(t *testing.T) {
 			if m.Properties != nil && m.Properties.CorrelationID != nil {
 				got[fmt.Sprint(m.Properties.CorrelationID)] = true
 			}
+		}
+		if len(got) < n {
+			sctx, sc := context.WithTimeout(ctx, 10*time.Second)
+			st, err := a.QueueStats(sctx, queue)
+			sc()
+			t.Logf("ActiveMQ %s stats %+v (%v); bridge demand subscriptions %d and %d", queue, st, err,
+				ar.Stats().DemandSubs.Load(), ra.Stats().DemandSubs.Load())
+			rs := rabbitSide{r: r}
+			t.Logf("RabbitMQ %s %d, %s.replies %d; ActiveMQ %s %d, replies %d, DLQ %d", queue, rs.Depth(t, queue), queue, rs.Depth(t, queue+".replies"),
+				queue, queueSize(t, a, queue), queueSize(t, a, queue+".replies"), queueSize(t, a, "ActiveMQ.DLQ"))
 		}
 		out := resp.Wait(t, 60*time.Second)
 		t.Logf("requester on RabbitMQ (AMQP 1.0, reply-to %s, durable terminus %v): %d of %d replies; responder on ActiveMQ: %s",
