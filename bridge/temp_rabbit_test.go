@@ -29,6 +29,7 @@ import (
 // happened before (measured: the bridge down every second, each request
 // dead-lettered after 3 refusals).
 func TestRequestReplyAcrossVendors(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	const n = 5
 	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
@@ -111,6 +112,7 @@ func TestRequestReplyAcrossVendors(t *testing.T) {
 // do instead is name a durable reply queue; that crosses the bridges like any
 // queue (measured 20 of 20). A session-bound one does not (0 of 20, below).
 func TestRequestReplyAMQPDynamicReceiverAcrossVendors(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	const n = 20
 	r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})

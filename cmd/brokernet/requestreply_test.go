@@ -16,6 +16,7 @@ import (
 // JmsTemplate), a responder on A. With the default bridgeTempDestinations
 // every reply arrives; with --bridge-temp-destinations=false none can.
 func TestRequestReplyThroughTheBridgeCommand(t *testing.T) {
+	t.Parallel()
 	testbroker.Require(t)
 	for _, tc := range []struct {
 		flags []string
