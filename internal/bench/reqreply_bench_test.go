@@ -20,7 +20,8 @@ package bench
 //	              each round trip includes making the reply queue's demand on A and removing it
 //
 // Non-persistent messages, the brokers as BenchmarkForwarding runs them
-// (-bench.brokers). Each path×style runs -bench.repeat times in interleaved
+// (-bench.brokers), DAMON stopped as for BenchmarkForwarding (-bench.damon).
+// Each path×style runs -bench.repeat times in interleaved
 // rounds; the table gives the round trip's p50, p90 and p99 and the request
 // rate, per round and as medians. Flags after -args:
 //
@@ -92,14 +93,12 @@ func BenchmarkRequestReply(b *testing.B) {
 			b.Fatalf("unknown style %q in -bench.rrstyles (want shared or per-request)", s)
 		}
 	}
-	if *flagRepeat < 1 {
-		b.Fatalf("-bench.repeat=%d: want at least 1 round", *flagRepeat)
-	}
+	rounds := checkFlags(b) // -bench.repeat, -bench.brokers, -bench.damon (stops DAMON for the run)
 	if _, err := jmstest.Classpath(); err != nil {
 		b.Fatal(err)
 	}
 	var results []*rrResult
-	for round := 1; round <= *flagRepeat; round++ {
+	for round := 1; round <= rounds; round++ {
 		for _, style := range styles {
 			for _, path := range paths {
 				r := &rrResult{path: path, style: style, round: round}
@@ -170,6 +169,9 @@ func runRequestReply(b *testing.B, r *rrResult) {
 func printRequestReply(w io.Writer, results []*rrResult, paths, styles []string) {
 	fmt.Fprintf(w, "\nRequest/reply across one link (ActiveMQ JMS client, non-persistent, %d warm-up + %d measured requests per run; brokers: %s)\n",
 		*flagRRWarmup, *flagRRN, brokerProfileDesc())
+	if damonNote != "" {
+		fmt.Fprintln(w, damonNote)
+	}
 	fmt.Fprintf(w, "%-12s %-20s %6s %8s %6s %10s %10s %10s %10s\n", "style", "path", "round", "replies", "lost", "p50", "p90", "p99", "req/s")
 	for _, r := range results {
 		if r.failed != "" {
