@@ -152,8 +152,13 @@ type GossipAgent struct {
 	ml     *memberlist.Memberlist
 	shut   bool
 
-	mu        sync.Mutex // guards members and localAddr
-	members   map[string]member
+	mu      sync.Mutex // guards members, addrs and localAddr
+	members map[string]member
+	// addrs are the live members' addresses by name, as the EventDelegate
+	// copied them under memberlist's lock (joinLoop): the *Node values
+	// memberlist.Members returns are updated by memberlist meanwhile, and
+	// reading them raced with its aliveNode (go test -race, in CI).
+	addrs     map[string]string
 	localAddr string
 }
 
@@ -173,6 +178,7 @@ func NewGossip(cfg GossipConfig) (*GossipAgent, error) {
 		ready:    make(chan struct{}),
 		kill:     make(chan struct{}),
 		members:  make(map[string]member),
+		addrs:    make(map[string]string),
 	}
 	var errs []error
 	problem := func(format string, args ...any) {
@@ -392,6 +398,7 @@ func (a *GossipAgent) Run(ctx context.Context, out chan<- Event) error {
 		}
 		a.mu.Lock()
 		clear(a.members)
+		clear(a.addrs)
 		a.mu.Unlock()
 		return nil
 	}
@@ -505,10 +512,7 @@ func (a *GossipAgent) joinLoop(ctx context.Context, ml *memberlist.Memberlist, b
 		}
 		try := seeds
 		if joined {
-			live := make(map[string]bool)
-			for _, n := range ml.Members() {
-				live[n.Address()] = true
-			}
+			live := a.liveAddrs()
 			try = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return live[s] })
 		}
 		if len(try) > 0 {
@@ -544,6 +548,17 @@ func (a *GossipAgent) joinLoop(ctx context.Context, ml *memberlist.Memberlist, b
 	}
 }
 
+// liveAddrs returns the live members' addresses.
+func (a *GossipAgent) liveAddrs() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	live := make(map[string]bool, len(a.addrs))
+	for _, addr := range a.addrs {
+		live[addr] = true
+	}
+	return live
+}
+
 // apply records one membership change and returns the events it causes.
 func (a *GossipAgent) apply(c nodeChange) []Event {
 	if c.name == a.name {
@@ -551,6 +566,11 @@ func (a *GossipAgent) apply(c nodeChange) []Event {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if c.kind == changeLeave {
+		delete(a.addrs, c.name)
+	} else {
+		a.addrs[c.name] = c.addr
+	}
 	old, had := a.members[c.name]
 	var evs []Event
 	switch c.kind {

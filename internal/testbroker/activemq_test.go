@@ -331,7 +331,8 @@ func TestStartFailsWhenPortTaken(t *testing.T) {
 	t.Parallel()
 	a := StartActiveMQ(t, Options{})
 	dir := t.TempDir()
-	_, err := Start(ctxT(t, 30*time.Second), dir, Options{StompPort: a.StompPort()})
+	// The script gives a taken port 15 s to be freed before it says so.
+	_, err := Start(ctxT(t, 60*time.Second), dir, Options{StompPort: a.StompPort()})
 	if err == nil || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("Start on a taken port: %v", err)
 	}
