@@ -12,7 +12,6 @@ import (
 	"github.com/brokernet/brokernet/internal/jmstest"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
-	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // TestCompositeConsumerWithExcludedMember is the composite-destination
@@ -53,19 +52,7 @@ func TestCompositeConsumerWithExcludedMember(t *testing.T) {
 		{"brokernet over STOMP", (*testbroker.ActiveMQ).StompURI},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			local, err := endpoint.Parse(p.uri(a))
-			if err != nil {
-				t.Fatal(err)
-			}
-			remote, err := endpoint.Parse(p.uri(b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := defaultDemand()
-			if d.Filter, err = destination.ParseFilter(nil, []string{"queue://secret.>"}); err != nil {
-				t.Fatal(err)
-			}
-			br := runBridge(t, bridge.Config{Local: local, Remote: remote, Demand: d, Log: stomptest.Logger(t)})
+			br := startURIBridge(t, p.uri(a), p.uri(b), excluding(t, "queue://secret.>"))
 			onB, strandedOnA := compositeRun(t, a, b, func(t *testing.T) {
 				// One demand subscription, on public.y: secret.x is excluded.
 				waitDemand(t, br, 1, 30*time.Second)
@@ -135,4 +122,14 @@ func consumers(b *testbroker.ActiveMQ, q string, n int64) error {
 		return fmt.Errorf("%s has %d consumers, want %d", q, st.ConsumerCount, n)
 	}
 	return nil
+}
+
+// excluding returns a bridge.Config change that excludes patterns.
+func excluding(t *testing.T, patterns ...string) func(*bridge.Config) {
+	t.Helper()
+	f, err := destination.ParseFilter(nil, patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(c *bridge.Config) { c.Demand.Filter = f }
 }

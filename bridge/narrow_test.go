@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
-	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
 // TestExclusionHoldsForWildcardDemand: with queue://secret.> excluded, a
@@ -41,19 +38,7 @@ func testExclusionHoldsForWildcardDemand(t *testing.T, uri func(*testbroker.Acti
 	a, b := bs[0], bs[1]
 	stomptest.SendN(t, a.StompURI(), "/queue/secret.x", 0, 100, false)
 	stomptest.SendN(t, a.StompURI(), "/queue/public.y", 0, 50, false)
-	local, err := endpoint.Parse(uri(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := endpoint.Parse(uri(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := defaultDemand()
-	if d.Filter, err = destination.ParseFilter(nil, []string{"queue://secret.>"}); err != nil {
-		t.Fatal(err)
-	}
-	br := runBridge(t, bridge.Config{Local: local, Remote: remote, Demand: d, Log: stomptest.Logger(t)})
+	br := startURIBridge(t, uri(a), uri(b), excluding(t, "queue://secret.>"))
 	all := stomptest.Subscribe(t, b.StompURI(), "/queue/>")
 	all.WaitDistinct(50, 30*time.Second)
 	stomptest.SendN(t, a.StompURI(), "/queue/later.z", 50, 20, false)
