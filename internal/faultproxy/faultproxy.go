@@ -322,8 +322,8 @@ func (p *Proxy) pump(l *link, d Dir, src, dst net.Conn) {
 	go p.write(l, dst, q)
 	defer close(q)
 	r := bufio.NewReaderSize(src, 64<<10)
-	raw := false
 	amqp := isAMQP(r)
+	raw := !amqp && !maybeStomp(r)
 	for {
 		var f Frame
 		var b []byte
@@ -476,6 +476,15 @@ func sleepUntil(t time.Time, done <-chan struct{}) bool {
 }
 
 var errNotStomp = errors.New("not a stomp frame")
+
+// maybeStomp reports whether the stream may be STOMP: it starts with a
+// command's capital letter or an end of line. OpenWire (a binary length
+// first) is not, and is passed on raw from its first byte: waiting for a line
+// it never sends would hold it.
+func maybeStomp(r *bufio.Reader) bool {
+	b, err := r.Peek(1)
+	return err != nil || b[0] >= 'A' && b[0] <= 'Z' || b[0] == '\n' || b[0] == '\r'
+}
 
 // maxLine bounds a command or header line; longer means the stream is not STOMP
 // (or not one the sniffer needs to understand).

@@ -237,3 +237,16 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// A binary stream with no end of line (OpenWire's first command) is passed on
+// at once, not held waiting for a STOMP line.
+func TestBinaryWithoutLinePassesAtOnce(t *testing.T) {
+	_, c, s := pair(t)
+	in := []byte{0, 0, 0, 5, 1, 'A', 'c', 't', 'i'}
+	go c.Write(in)
+	got := make([]byte, len(in))
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(s, got); err != nil || !bytes.Equal(got, in) {
+		t.Fatalf("got %q, %v; want %q", got, err, in)
+	}
+}
