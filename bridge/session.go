@@ -20,10 +20,28 @@ import (
 // broker takes back every unsettled message, and Bridge.Run starts a new session,
 // which rebuilds demand from scratch.
 //
-// The session's concerns live in files of their own: the event loop here,
-// subscriptions.go (demand subscriptions on the local broker), window.go (the
-// window, batches and confirmations), replay.go (replay subscriptions' delay and
-// rate), dedup.go (topic copies), forward.go (what a forwarded message carries).
+// The session's concerns live in files of their own. A message's path reads in
+// two of them, after the event loop here hands over its Delivery event:
+//   - inbound.go: a local delivery from its arrival to the message handed to
+//     the window (backlog, hop filter, topic copies, headers added);
+//   - window.go: that message from its Send to the remote broker through the
+//     Commit and its confirmation to its Settle on the local broker.
+//
+// Beside the path, each file one concern of the session:
+//   - hold.go: messages that must stay on the local broker, held and released;
+//   - identity.go: which id a forwarded message carries on the remote broker;
+//   - replay.go: replay subscriptions' delay and rate;
+//   - subscriptions.go: demand subscriptions on the local broker;
+//   - narrow.go: wildcard demand narrowed around exclusions;
+//   - durables.go: durable demand across sessions (the ledger);
+//   - temp.go: temporary destinations mirrored, and requests waiting for them;
+//   - rename.go: destinations renamed between the brokers;
+//   - stuck.go: messages a remote consumer waits for that cannot travel;
+//   - observe.go: what the session publishes for operators;
+//   - rabbitmq.go: a RabbitMQ remote broker's demand, read beside the connection.
+//
+// bridge.go holds the Bridge, its Config, and Run, which runs one session after
+// another.
 type session struct {
 	b   *Bridge
 	cfg *Config
@@ -90,21 +108,21 @@ type session struct {
 	retry      []*entry
 	retryTimer *time.Timer
 	retryDue   chan struct{}
-	// held are deliveries that must stay on the local broker (filter.go), to be
+	// held are deliveries that must stay on the local broker (hold.go), to be
 	// released after holdDelay.
 	held       []heldMsg
 	holdTimer  *time.Timer
 	holdCounts map[string]int // times each message was held, by BrokernetID
 	releaseDue chan struct{}
 	// stampID: the remote broker has no selectors, so forwarded messages carry
-	// IDHeader for the bridges there to recognise them (filter.go).
+	// IDHeader for the bridges there to recognise them (inbound.go).
 	stampID bool
 	// keepsID says which ids the remote's protocol keeps (nil: none, STOMP);
 	// a forwarded message whose id it cannot keep carries it in IDHeader
 	// (identity.go).
 	keepsID func(id string) bool
 	// stampPrefix and stampSeq make IDHeader values for messages without id
-	// (filter.go's stampOf).
+	// (inbound.go's stampOf).
 	stampPrefix string
 	stampSeq    uint64
 	// isolating is set while a suspect message (one the remote refused before)
@@ -397,15 +415,7 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 	}
 	switch ev.Kind {
 	case transport.Delivery:
-		if !p.local || s.draining {
-			// Not taken: the broker redelivers it after this session.
-			return nil
-		}
-		if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating || s.awaitReplyTo(ev) {
-			s.backlog.push(ev)
-			return nil
-		}
-		return s.onLocalMessage(ctx, ev)
+		return s.onDelivery(ctx, p, ev)
 	case transport.Confirmed, transport.Refused:
 		op, found := p.ops[ev.Token]
 		if !found {
@@ -432,64 +442,6 @@ func (s *session) onEvent(ctx context.Context, p *peer, ev transport.Event, ok b
 		s.log.Warn().Err(ev.Err).Str("from", p.name).Msg("skipping malformed advisory")
 	}
 	return nil
-}
-
-// takeBacklog forwards deliveries that waited for room in the window.
-func (s *session) takeBacklog(ctx context.Context) error {
-	for s.backlog.len() > 0 && s.inFlight < s.cfg.Window && !s.isolating {
-		ev := s.backlog.pop()
-		if s.awaitReplyTo(ev) {
-			// A request waits for its reply-to's demand (temp.go).
-			s.backlog.pushFront(ev)
-			return nil
-		}
-		if err := s.onLocalMessage(ctx, ev); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// eventQueue is a FIFO of events that keeps its array: the backlog fills and
-// empties with every window's worth of messages under load, and a slice
-// resliced from the front would grow a new array each time.
-type eventQueue struct {
-	items []transport.Event
-	head  int
-}
-
-func (q *eventQueue) len() int { return len(q.items) - q.head }
-
-func (q *eventQueue) push(ev transport.Event) {
-	if q.head > 0 && q.head >= len(q.items)/2 {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
-	q.items = append(q.items, ev)
-}
-
-// pushFront puts ev back at the head.
-func (q *eventQueue) pushFront(ev transport.Event) {
-	if q.head > 0 {
-		q.head--
-		q.items[q.head] = ev
-		return
-	}
-	q.items = append(q.items, transport.Event{})
-	copy(q.items[1:], q.items)
-	q.items[0] = ev
-}
-
-// pop takes the head; the queue must not be empty.
-func (q *eventQueue) pop() transport.Event {
-	ev := q.items[q.head]
-	q.items[q.head] = transport.Event{}
-	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	}
-	return ev
 }
 
 // closeGracefully disconnects both ends, so that every settlement written before

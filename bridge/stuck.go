@@ -37,7 +37,7 @@ import (
 //     browser, so large counts are lower bounds (630 non-persistent messages
 //     were counted in full here over STOMP and OpenWire, bridge/stuck_test.go);
 //   - a broker without selectors (RabbitMQ): the bridge sees such messages
-//     itself (filter.go); a held message that came back after its release, so
+//     itself (hold.go); a held message that came back after its release, so
 //     that no local consumer took it meanwhile, is stuck.
 //
 // Otherwise (AMQP 1.0 local brokers) stuck messages are not measured, and
@@ -257,7 +257,7 @@ func demandedQueues(demand []DemandInfo) []destination.Destination {
 }
 
 // heldStuck publishes, for a local broker without selectors, the held queue
-// messages that came back after a release (filter.go): no local consumer took
+// messages that came back after a release (hold.go): no local consumer took
 // them while they were on their queue.
 func (s *session) heldStuck() {
 	if s.cfg.StuckInterval < 0 {

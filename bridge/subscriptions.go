@@ -11,6 +11,10 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
+// Demand subscriptions: the demand table's changes carried out on the local
+// broker, a subscription made, replaced or retired once nothing of it is in
+// flight.
+
 // demandSub is a demand subscription open on the local broker.
 type demandSub struct {
 	sub  demand.Subscription
@@ -27,7 +31,7 @@ type demandSub struct {
 	// confirmed (Sync).
 	settling int
 	// bridgeFilters: the local broker has no selectors, so the bridge applies
-	// the hop filter itself (filter.go).
+	// the hop filter itself (inbound.go).
 	bridgeFilters bool
 	// pattern matches the destinations of a wildcard subscription; nil otherwise.
 	pattern *destination.Pattern

@@ -66,7 +66,7 @@ type tempState struct {
 	waitTimer *time.Timer
 	waitDue   <-chan time.Time
 
-	replyToWarned bool // checkReplyTo warned this session
+	replyToWarned bool // checkReplyTo (inbound.go) warned this session
 }
 
 // tempCapable reports whether this session can bridge temporary destinations:
@@ -305,37 +305,4 @@ func (s *session) mirrorTemp(ctx context.Context, d destination.Destination, pat
 	s.temps.live[d] = true
 	s.b.stats.TempDestinations.Store(int64(len(s.temps.live)))
 	return nil
-}
-
-// checkReplyTo drops m's reply-to when the remote broker cannot address it,
-// with a warning (once per session): sent there, it is refused (an ActiveMQ
-// reply-to, a temporary queue of another connection, made RabbitMQ 3.10's
-// STOMP answer "Processing error" and close the connection), or refused by
-// the sending transport (RabbitMQ's "/reply-queue/amq.gen-…" has no
-// OpenWire form), and the bridge would reconnect and send it again forever.
-// The request still arrives, without JMSReplyTo; no reply can come back.
-func (s *session) checkReplyTo(m *transport.Message) {
-	if m.ReplyTo == "" {
-		return
-	}
-	d, err := destination.Parse(m.ReplyTo)
-	switch s.remote.conn.Info().Flavour {
-	case transport.ActiveMQ:
-		if err == nil {
-			return
-		}
-	case transport.RabbitMQ:
-		// Its own forms (/reply-queue/, /amq/queue/, /exchange/…) pass.
-		if err != nil || !d.IsTemp() {
-			return
-		}
-	default:
-		return
-	}
-	if !s.temps.replyToWarned {
-		s.temps.replyToWarned = true
-		s.log.Warn().Str("reply_to", m.ReplyTo).Str("remote_server", s.remote.conn.Info().Server).
-			Msg("reply-to the remote broker cannot address: requests go without it (no reply can come back)")
-	}
-	m.ReplyTo = ""
 }

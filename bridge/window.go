@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/transport"
 )
 
-// The window. A local delivery forwarded to the remote broker is an entry of its
+// The window: a message inbound.go hands over, from its Send to the remote
+// broker through the batch's Commit and confirmation to its Settle on the local
+// broker, with what the remote's answer may ask for instead (a release: send
+// again; a rejection or repeated refusals: the dead-letter queue).
+//
+// A local delivery forwarded to the remote broker is an entry of its
 // demand subscription from the moment it is sent until the local broker has
 // confirmed its settlement. Sends stream in batches; a batch is committed when
 // the local side goes idle, the batch is full or the window is exhausted, with up
@@ -50,106 +54,46 @@ type txn struct {
 	persistent bool
 }
 
-// onLocalMessage forwards one message received on a demand subscription.
-func (s *session) onLocalMessage(ctx context.Context, ev transport.Event) error {
-	ds, ok := s.subs[ev.Sub]
-	if !ok || ds.removing {
-		// Not ours any more: the broker takes it back with the unsubscription.
-		return nil
-	}
-	if ds.sub.Replay && s.cfg.ReplayRateLimit > 0 {
-		// Replays are throttled; the queue keeps their order, so a cumulative
-		// settlement never covers a message still waiting here.
-		s.replay.queue = append(s.replay.queue, ev)
-		return s.drainReplays(ctx)
-	}
-	return s.forward(ctx, ds, ev)
-}
-
-// forward sends one message of demand subscription ds in the open batch.
-func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event) error {
-	m := ev.Msg
-	if m.Destination.Name == "" {
-		m.Destination = ds.sub.Destination
-	}
-	if ds.individual && !s.table.Permits(m.Destination) {
-		// A static wildcard subscription: check the concrete destination, as
-		// ActiveMQ does at forward time. A forbidden message is neither forwarded
-		// nor settled; it stays on the local broker.
-		return nil
-	}
-	e := &entry{ds: ds, ref: ev.Ref, id: m.ID, taken: time.Now()}
-	if ds.bridgeFilters {
-		switch s.hopVerdict(ds, m) {
-		case stays:
-			s.hold(ds, m, ev.Ref)
-			return nil
-		case notOurs:
-			e.done = true
-			ds.pending = append(ds.pending, e)
-			s.markDirty(ds)
-			return nil
-		}
-	}
-	var forIDs []string
-	// A message without id cannot be recognised (its copies are not told apart).
-	topic := ds.sub.Destination.Kind == destination.Topic && m.ID != ""
-	if ds.sub.Destination.Kind == destination.Topic {
-		forIDs, _ = s.topicRoutes(m.Destination)
-	}
-	if topic {
-		// Every topic message is checked, whatever the number of our
-		// subscriptions on the topic now: the copy of one that retired since
-		// may already have gone out.
-		if s.dedup.seen(m.ID) {
-			// Another of our subscriptions forwarded this message: settle it
-			// in order with this subscription's others.
-			e.done = true
-			ds.pending = append(ds.pending, e)
-			s.markDirty(ds)
-			s.b.stats.Duplicates.Add(1)
-			return nil
-		}
-	}
-	// taken records a topic message that goes out (or to the dead-letter
-	// queue), so that other copies of it are settled without forwarding.
-	taken := func() {
-		if topic {
-			s.dedup.remember(m.ID)
-		}
-	}
-	e.out = outgoing(m, s.localID, s.remoteID, forIDs)
-	s.checkReplyTo(e.out)
-	e.out.Destination = s.b.renames.remote(e.out.Destination)
-	carry := m.ID != "" && (s.keepsID == nil || !s.keepsID(m.ID))
-	if (s.stampID || carry) && m.PropString(IDHeader) == "" {
-		e.out.Props = append(e.out.Props, transport.Property{Name: IDHeader, Value: s.stampOf(m)})
-	}
-	switch n := s.b.refusals.count(m.ID); {
+// admit puts e, a checked delivery with the message to send for it
+// (inbound.go), in the window and sends that in the open batch; taken reports
+// whether e went in.
+// A message the remote broker refused before goes to the dead-letter queue
+// once refused MaxRefusals times; until then it is a suspect, sent in a batch
+// of its own once nothing else is in flight (ev goes back to the head of the
+// backlog meanwhile, not taken), so that a refusal is pinned on it.
+func (s *session) admit(ctx context.Context, ev transport.Event, e *entry) (taken bool, err error) {
+	ds := e.ds
+	switch n := s.b.refusals.count(e.id); {
 	case n >= s.cfg.MaxRefusals:
-		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
-		return s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
+		return true, s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
 	case n > 0:
 		if s.open != nil || s.committing > 0 {
 			// Sent alone once nothing else is in flight, so that a refusal is
 			// pinned on it.
 			s.isolating = true
 			s.backlog.pushFront(ev)
-			return nil
+			return false, nil
 		}
-		taken()
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		s.open = &txn{solo: true}
 		s.isolating = true
-		return s.send(ctx, e)
+		return true, s.send(ctx, e)
 	}
-	taken()
 	ds.pending = append(ds.pending, e)
 	s.inFlight++
-	return s.send(ctx, e)
+	return true, s.send(ctx, e)
+}
+
+// settleUnsent puts e, a delivery taken without forwarding (a topic copy that
+// must not travel or that another subscription forwarded), among its
+// subscription's entries, to be settled in order with the others.
+func (s *session) settleUnsent(e *entry) {
+	e.done = true
+	e.ds.pending = append(e.ds.pending, e)
+	s.markDirty(e.ds)
 }
 
 // send writes e's message in the open batch.
