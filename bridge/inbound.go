@@ -109,8 +109,9 @@ func (s *session) onLocalMessage(ctx context.Context, ev transport.Event) error 
 	return s.forward(ctx, ds, ev)
 }
 
-// forward checks one message of demand subscription ds and hands what is to
-// travel to the window (admit), the message to send made.
+// forward checks one message of demand subscription ds and, if it is to
+// travel, makes the message to send for it and hands both to the window
+// (admit).
 func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event) error {
 	m := ev.Msg
 	if m.Destination.Name == "" {
