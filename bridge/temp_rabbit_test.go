@@ -48,7 +48,7 @@ func TestRequestReplyAcrossVendors(t *testing.T) {
 	}
 
 	t.Run("requester on RabbitMQ, responder on ActiveMQ", func(t *testing.T) {
-		resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), "rr.fromrabbit", "5000")
+		resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), "rr.fromrabbit", "20000", fmt.Sprint(n))
 		resp.WaitLine(t, "READY", 60*time.Second)
 		waitDemand(t, ra, 1, 60*time.Second)
 		c := dial()
@@ -148,7 +148,7 @@ func TestRequestReplyAMQPDynamicReceiverAcrossVendors(t *testing.T) {
 	})
 
 	named := func(t *testing.T, queue string, durable bool) (replies int, responder []string) {
-		resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), queue, "5000")
+		resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), queue, "20000", fmt.Sprint(n))
 		resp.WaitLine(t, "READY", 60*time.Second)
 		waitDemand(t, ra, 1, 60*time.Second)
 		sess, err := conn.NewSession(ctx, nil)

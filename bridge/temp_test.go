@@ -43,12 +43,12 @@ func startURIBridge(t *testing.T, local, remote string, mod func(*bridge.Config)
 // and returns the replies the requester got and the responder's output.
 func requestReply(t *testing.T, a, b *testbroker.ActiveMQ, queue string, n int, mode string, ready func()) (replies int, responder []string) {
 	t.Helper()
-	resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), queue, "3000")
+	resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), queue, "20000", fmt.Sprint(n))
 	resp.WaitLine(t, "READY", 60*time.Second)
 	if ready != nil {
 		ready()
 	}
-	out := jmstest.Run(t, time.Duration(n)*200*time.Millisecond+2*time.Minute, "RequestReply", "request", b.OpenWireURI(), queue, fmt.Sprint(n), "3000", mode)
+	out := jmstest.Run(t, time.Duration(n)*200*time.Millisecond+2*time.Minute, "RequestReply", "request", b.OpenWireURI(), queue, fmt.Sprint(n), "10000", mode)
 	var timeouts int
 	for _, l := range strings.Split(out, "\n") {
 		if _, err := fmt.Sscanf(l, "REPLIES %d TIMEOUTS %d", &replies, &timeouts); err == nil {

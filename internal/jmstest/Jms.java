@@ -8,10 +8,13 @@ import org.apache.activemq.ActiveMQConnectionFactory;
  *   java Jms produce URL DEST N [persistent|nonpersistent]
  *       sends N text messages "body I" with int property "i" = I, prints
  *       "ID <JMSMessageID>" for each, then "SENT N".
- *   java Jms consume URL DEST SELECTOR IDLE_MS
+ *   java Jms consume URL DEST SELECTOR IDLE_MS [N]
  *       prints "MSG id=<JMSMessageID> i=<i> dest=<JMSDestination>" for each
- *       message, then "COUNT n" once no message arrived for IDLE_MS
- *       (after the first "READY" line, printed once the consumer exists).
+ *       message, then "COUNT n" once N messages arrived, or (fewer) once no
+ *       message arrived for IDLE_MS (after the first "READY" line, printed
+ *       once the consumer exists). A test that knows how many to expect
+ *       gives N and a long IDLE_MS: it waits for the messages, not for a
+ *       silence that a slow machine can break.
  *
  * DEST is "queue://NAME" or "topic://NAME" (a bare NAME is a queue); an
  * empty SELECTOR is none.
@@ -48,9 +51,10 @@ public class Jms {
                 System.out.println("READY");
                 System.out.flush();
                 long idle = Long.parseLong(args[4]);
+                int want = args.length > 5 ? Integer.parseInt(args[5]) : Integer.MAX_VALUE;
                 int count = 0;
                 Message m;
-                while ((m = c.receive(idle)) != null) {
+                while (count < want && (m = c.receive(idle)) != null) {
                     count++;
                     System.out.println("MSG id=" + m.getJMSMessageID() + " i=" + m.getObjectProperty("i") + " dest=" + m.getJMSDestination());
                 }

@@ -7,14 +7,16 @@ import org.apache.activemq.ActiveMQConnectionFactory;
  * messages, JMS's default), for tests of request/reply across a network of
  * brokers.
  *
- *   java RequestReply respond URL QUEUE IDLE_MS
+ *   java RequestReply respond URL QUEUE IDLE_MS [N]
  *       answers every request on QUEUE (printing "REQUEST replyTo=<JMSReplyTo>")
  *       with "reply to BODY" sent to its
  *       JMSReplyTo (JMSCorrelationID = the request's JMSCorrelationID, or
  *       its JMSMessageID if it has none); prints
  *       "READY" once the consumer exists, "FAIL <error>" for each reply that
  *       could not be sent, and "RESPONDED n FAILED f" once no request came
- *       for IDLE_MS after the last one (or for 60 s before the first).
+ *       for IDLE_MS after the last one (or for 60 s before the first), or
+ *       once N requests came: a test that knows how many to expect waits
+ *       for them, not for a silence that a slow machine can break.
  *   java RequestReply request URL QUEUE N TIMEOUT_MS MODE
  *       sends N requests "request I" to QUEUE, each waiting up to TIMEOUT_MS
  *       for its reply on a temporary destination, and prints "REPLIES r
@@ -34,7 +36,7 @@ public class RequestReply {
     public static void main(String[] args) throws Exception {
         ConnectionFactory cf = new ActiveMQConnectionFactory(args[1]);
         if (args[0].equals("respond")) {
-            respond(cf, args[2], Long.parseLong(args[3]));
+            respond(cf, args[2], Long.parseLong(args[3]), args.length > 4 ? Integer.parseInt(args[4]) : Integer.MAX_VALUE);
         } else if (args[0].equals("request")) {
             request(cf, args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5]);
         } else {
@@ -42,7 +44,7 @@ public class RequestReply {
         }
     }
 
-    static void respond(ConnectionFactory cf, String queue, long idle) throws Exception {
+    static void respond(ConnectionFactory cf, String queue, long idle, int want) throws Exception {
         Connection conn = cf.createConnection();
         conn.start();
         try {
@@ -56,7 +58,7 @@ public class RequestReply {
             // The first request may take a while (the requester's JVM
             // starts after READY); the idle time counts after it.
             long wait = Math.max(idle, 60000);
-            while ((m = c.receive(wait)) != null) {
+            while (responded + failed < want && (m = c.receive(wait)) != null) {
                 wait = idle;
                 System.out.println("REQUEST replyTo=" + m.getJMSReplyTo());
                 String body = m instanceof TextMessage ? ((TextMessage) m).getText() : m.getClass().getSimpleName();

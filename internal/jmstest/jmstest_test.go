@@ -18,7 +18,7 @@ func TestProduceConsume(t *testing.T) {
 		t.Skip("needs ActiveMQ and a JDK")
 	}
 	b := testbroker.StartActiveMQ(t, testbroker.Options{})
-	c := jmstest.Start(t, "Jms", "consume", b.OpenWireURI(), "queue://kit.q", "", "3000")
+	c := jmstest.Start(t, "Jms", "consume", b.OpenWireURI(), "queue://kit.q", "", "60000", "5")
 	c.WaitLine(t, "READY", 30*time.Second)
 	sent := jmstest.Prefixed(strings.Split(jmstest.Run(t, 60*time.Second, "Jms", "produce", b.OpenWireURI(), "queue://kit.q", "5"), "\n"), "ID ")
 	got := c.Wait(t, 60*time.Second)

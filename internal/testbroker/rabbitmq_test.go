@@ -91,7 +91,11 @@ func TestRabbitMQTwoNodes(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out, err := nodes[0].Ctl(qctx, "list_queues", "name", "messages"); err != nil || !strings.Contains(out, "tb.q") {
+	// rabbitmqctl starts an Erlang VM of its own: on a loaded machine that
+	// alone took over 20 s (CI), so it gets a deadline of its own.
+	cctx, ccancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer ccancel()
+	if out, err := nodes[0].Ctl(cctx, "list_queues", "name", "messages"); err != nil || !strings.Contains(out, "tb.q") {
 		t.Errorf("rabbitmqctl list_queues on node 0: %q, %v", out, err)
 	}
 	if _, err := nodes[1].QueueStats(qctx, "no.such.queue"); err == nil || !strings.Contains(err.Error(), "no.such.queue") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -110,7 +111,8 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	waitToken(t, src, stok)
 	queueDrained(t, a, q.Name, n)
 
-	out := java("consume", b.OpenWireURI(), "jms.fidelity", "intProp > 5 AND boolProp = TRUE", "3000")
+	// The consumer stops at the 7 its selector matches; the 13 others stay on B.
+	out := java("consume", b.OpenWireURI(), "jms.fidelity", "intProp > 5 AND boolProp = TRUE", "60000", "7")
 	t.Logf("JMS consumer on B:\n%s", out)
 	if !strings.Contains(out, "COUNT 7\n") {
 		t.Fatalf("selector on B matched wrongly:\n%s", out)
@@ -120,4 +122,15 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	if !strings.Contains(out, want+"\n") {
 		t.Fatalf("message 6 on B is not the JMS message sent on A; want\n%s\ngot\n%s", want, out)
 	}
+	// The 13 the selector does not match are still on B: it matched no more.
+	stomptest.Eventually(t, 10*time.Second, func() error {
+		st, err := b.QueueStats(context.Background(), "jms.fidelity")
+		if err != nil {
+			return err
+		}
+		if st.Size != 13 {
+			return fmt.Errorf("B holds %d, want 13", st.Size)
+		}
+		return nil
+	})
 }

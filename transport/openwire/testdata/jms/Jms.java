@@ -7,10 +7,12 @@ import org.apache.activemq.ActiveMQConnectionFactory;
  * fidelity test of brokernet's OpenWire transport.
  *
  *   java Jms produce URL QUEUE N
- *   java Jms consume URL QUEUE SELECTOR IDLE_MS
+ *   java Jms consume URL QUEUE SELECTOR IDLE_MS [N]
  *
  * consume prints one line per message with each property's Java type, then
- * "COUNT n" once no message arrived for IDLE_MS.
+ * "COUNT n" once N messages arrived, or (fewer) once no message arrived for
+ * IDLE_MS: a test that knows how many to expect waits for them, not for a
+ * silence that a slow machine can break.
  */
 public class Jms {
     public static void main(String[] args) throws Exception {
@@ -42,9 +44,10 @@ public class Jms {
                 String sel = args[3].isEmpty() ? null : args[3];
                 MessageConsumer c = s.createConsumer(q, sel);
                 long idle = Long.parseLong(args[4]);
+                int want = args.length > 5 ? Integer.parseInt(args[5]) : Integer.MAX_VALUE;
                 int count = 0;
                 Message m;
-                while ((m = c.receive(idle)) != null) {
+                while (count < want && (m = c.receive(idle)) != null) {
                     count++;
                     StringBuilder b = new StringBuilder("MSG");
                     for (String name : new String[] {"intProp", "longProp", "boolProp", "doubleProp", "JMSXGroupID", "JMSXGroupSeq"}) {
