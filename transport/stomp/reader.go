@@ -88,21 +88,13 @@ func (c *Conn) readLoop(dec *decoder) {
 				}
 				continue
 			}
-			c.mu.Lock()
-			cb := c.receipts[id]
-			delete(c.receipts, id)
-			c.mu.Unlock()
-			if cb != nil {
+			if cb := c.takeReceipt(id); cb != nil {
 				cb(nil)
 			}
 		case frame.ERROR:
 			berr := brokerError(f)
 			if id, ok := f.Header.Contains(frame.ReceiptId); ok {
-				c.mu.Lock()
-				cb := c.receipts[id]
-				delete(c.receipts, id)
-				c.mu.Unlock()
-				if cb != nil {
+				if cb := c.takeReceipt(id); cb != nil {
 					cb(berr)
 				}
 			}
@@ -110,6 +102,16 @@ func (c *Conn) readLoop(dec *decoder) {
 			return
 		}
 	}
+}
+
+// takeReceipt removes and returns the callback of receipt id, nil if there
+// is none (or the connection failed, which called them all).
+func (c *Conn) takeReceipt(id string) func(error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cb := c.receipts[id]
+	delete(c.receipts, id)
+	return cb
 }
 
 // pump hands MESSAGE frames from the inbox to Deliveries, in order, and closes

@@ -191,20 +191,8 @@ func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscript
 // WatchConsumers subscribes to ActiveMQ's consumer advisories as JSON (which
 // needs XStream and Jettison on the broker's classpath).
 func (b *BrokerConn) WatchConsumers(ctx context.Context) error {
-	if b.c.Flavour() != ActiveMQ {
-		return fmt.Errorf("consumer advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
-	}
-	for i, id := range []string{advisorySubQueue, advisorySubTopic} {
-		b.mu.Lock()
-		b.subs[id] = subInfo{advisory: true}
-		b.mu.Unlock()
-		if err := b.write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
-			frame.Destination, advisory.Topics()[i], frame.Ack, "auto",
-			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.watchAdvisories(ctx, "consumer advisories", []string{advisorySubQueue, advisorySubTopic},
+		advisory.Topics(), subInfo{advisory: true})
 }
 
 var _ transport.DestinationWatcher = (*BrokerConn)(nil)
@@ -214,15 +202,23 @@ var _ transport.QueueBrowser = (*BrokerConn)(nil)
 // WatchDestinations subscribes to ActiveMQ's queue and topic destination
 // advisories, which the broker replays for every existing destination first.
 func (b *BrokerConn) WatchDestinations(ctx context.Context) error {
+	return b.watchAdvisories(ctx, "destination advisories", []string{destSubQueue, destSubTopic},
+		advisory.DestinationTopics(), subInfo{destAdvisor: true})
+}
+
+// watchAdvisories subscribes, on ActiveMQ, subscription ids[i] to the
+// advisory topic topics[i] as JSON, ack auto; the converter reads their
+// messages as info says (event). what names them in the error of another broker.
+func (b *BrokerConn) watchAdvisories(ctx context.Context, what string, ids, topics []string, info subInfo) error {
 	if b.c.Flavour() != ActiveMQ {
-		return fmt.Errorf("destination advisories from %s: %w", b.c.Server(), transport.ErrUnsupported)
+		return fmt.Errorf("%s from %s: %w", what, b.c.Server(), transport.ErrUnsupported)
 	}
-	for i, id := range []string{destSubQueue, destSubTopic} {
+	for i, id := range ids {
 		b.mu.Lock()
-		b.subs[id] = subInfo{destAdvisor: true}
+		b.subs[id] = info
 		b.mu.Unlock()
 		if err := b.write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, id,
-			frame.Destination, advisory.DestinationTopics()[i], frame.Ack, "auto",
+			frame.Destination, topics[i], frame.Ack, "auto",
 			advisory.TransformationHeader, advisory.TransformationJSON)); err != nil {
 			return err
 		}
