@@ -270,3 +270,12 @@ func isTopicQueue(name string) bool {
 	return strings.HasPrefix(name, topicQueuePrefix) && strings.HasSuffix(name, topicQueueSuffix) &&
 		len(name) > len(topicQueuePrefix)+len(topicQueueSuffix)
 }
+
+// sweepTopicQueues deletes, in the background, the unused topic queues that
+// earlier connections left (topics.go). Best effort: without the management
+// API nothing is swept.
+func (c *Conn) sweepTopicQueues() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*mgmtTimeout)
+	defer cancel()
+	_, _ = c.topics.sweep(ctx)
+}
