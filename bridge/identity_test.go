@@ -33,13 +33,6 @@ func jmsProduce(t *testing.T, url, dest string, n int, persistent bool) []string
 	return ids
 }
 
-// identMsg is one message an Ident consumer printed.
-type identMsg struct {
-	id   string // JMSMessageID
-	i    int    // property i
-	orig string // property BrokernetID, "-" when absent
-}
-
 // startIdent starts an Ident consumer of dest (all messages when selector is
 // "") that ends after n messages or max, and waits until it consumes.
 func startIdent(t *testing.T, url, dest, selector string, n int, max time.Duration) *jmstest.Proc {
@@ -49,36 +42,11 @@ func startIdent(t *testing.T, url, dest, selector string, n int, max time.Durati
 	return p
 }
 
-// identMsgs parses an Ident consumer's MSG lines.
-func identMsgs(t *testing.T, lines []string) []identMsg {
-	t.Helper()
-	var out []identMsg
-	for _, l := range jmstest.Prefixed(lines, "MSG ") {
-		var m identMsg
-		for _, f := range strings.Fields(l) {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "id":
-				m.id = v
-			case "i":
-				var err error
-				if m.i, err = strconv.Atoi(v); err != nil {
-					t.Fatalf("bad line %q", l)
-				}
-			case "orig":
-				m.orig = v
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // sameIDs counts the messages whose JMSMessageID is the producer's.
-func sameIDs(sent []string, got []identMsg) int {
+func sameIDs(sent []string, got []jmstest.IdentMsg) int {
 	n := 0
 	for _, m := range got {
-		if m.i >= 0 && m.i < len(sent) && m.id == sent[m.i] {
+		if m.I >= 0 && m.I < len(sent) && m.ID == sent[m.I] {
 			n++
 		}
 	}
@@ -120,8 +88,8 @@ func TestMessageIDsKeptLikeTheNetworkConnector(t *testing.T) {
 
 	sentNative := jmsProduce(t, a.OpenWireURI(), "queue://ids.native", n, true)
 	sentBN := jmsProduce(t, a.OpenWireURI(), "queue://ids.bn", n, true)
-	gotNative := identMsgs(t, native.Wait(t, 2*time.Minute))
-	gotBN := identMsgs(t, bn.Wait(t, 2*time.Minute))
+	gotNative := jmstest.IdentMsgs(t, native.Wait(t, 2*time.Minute))
+	gotBN := jmstest.IdentMsgs(t, bn.Wait(t, 2*time.Minute))
 	sn, sb := sameIDs(sentNative, gotNative), sameIDs(sentBN, gotBN)
 	t.Logf("JMSMessageID on B equal to the producer's on A: networkConnector %d of %d, brokernet over OpenWire %d of %d", sn, len(gotNative), sb, len(gotBN))
 	if len(gotNative) != n || sn != n {
@@ -174,10 +142,10 @@ func TestReplayToTheOriginIsNotADuplicate(t *testing.T) {
 	if err := hold.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := identMsgs(t, startIdent(t, a.OpenWireURI(), "queue://"+q, "", n, 90*time.Second).Wait(t, 2*time.Minute))
+	got := jmstest.IdentMsgs(t, startIdent(t, a.OpenWireURI(), "queue://"+q, "", n, 90*time.Second).Wait(t, 2*time.Minute))
 	seen := map[int]bool{}
 	for _, m := range got {
-		seen[m.i] = true
+		seen[m.I] = true
 	}
 	t.Logf("A's JMS consumer got %d messages (%d distinct) back from B (B->A forwarded %d), %d with the producer's id",
 		len(got), len(seen), ba.Stats().Forwarded.Load(), sameIDs(sent, got))
@@ -185,8 +153,8 @@ func TestReplayToTheOriginIsNotADuplicate(t *testing.T) {
 		t.Fatalf("%d messages (%d distinct) came back to A, want %d", len(got), len(seen), n)
 	}
 	for _, m := range got {
-		if want := sent[m.i]; !strings.Contains(m.id, "-bnr2:") {
-			t.Errorf("message %d came back as %s, want an id derived from %s", m.i, m.id, want)
+		if want := sent[m.I]; !strings.Contains(m.ID, "-bnr2:") {
+			t.Errorf("message %d came back as %s, want an id derived from %s", m.I, m.ID, want)
 			break
 		}
 	}
@@ -233,10 +201,10 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 		c := startIdent(t, b.OpenWireURI(), "queue://ids.stomp", "", n, 2*time.Minute)
 		waitDemand(t, toB, 1, 30*time.Second)
 		sent := jmsProduce(t, a.OpenWireURI(), "queue://ids.stomp", n, true)
-		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		got := jmstest.IdentMsgs(t, c.Wait(t, 2*time.Minute))
 		orig, same := 0, sameIDs(sent, got)
 		for _, m := range got {
-			if m.orig == sent[m.i] {
+			if m.Orig == sent[m.I] {
 				orig++
 			}
 		}
@@ -250,7 +218,7 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 		c := startIdent(t, b.OpenWireURI(), "queue://ids.s2o", "", n, 2*time.Minute)
 		waitDemand(t, fromSTOMP, 1, 30*time.Second)
 		sent := jmsProduce(t, a.OpenWireURI(), "queue://ids.s2o", n, true)
-		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		got := jmstest.IdentMsgs(t, c.Wait(t, 2*time.Minute))
 		same := sameIDs(sent, got)
 		t.Logf("local over STOMP, remote over OpenWire: %d of %d with the producer's id as JMSMessageID", same, len(got))
 		if len(got) != n || same != n {
@@ -302,15 +270,15 @@ func TestMessageIdentityOverSTOMPAndAMQP(t *testing.T) {
 		if _, err := conn.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got := identMsgs(t, c.Wait(t, 2*time.Minute))
+		got := jmstest.IdentMsgs(t, c.Wait(t, 2*time.Minute))
 		same, carried := 0, 0
 		for _, m := range got {
 			// An ActiveMQ MessageId is kept; another id is carried in
 			// BrokernetID (ActiveMQ's STOMP consumers could not ack it).
-			if m.i%2 == 1 && m.id == fmt.Sprintf("ID:amqp-publisher-1:1:1:%d", m.i+1) {
+			if m.I%2 == 1 && m.ID == fmt.Sprintf("ID:amqp-publisher-1:1:1:%d", m.I+1) {
 				same++
 			}
-			if m.i%2 == 0 && m.orig == fmt.Sprintf("order-%d", m.i) && m.id != "ID:"+m.orig {
+			if m.I%2 == 0 && m.Orig == fmt.Sprintf("order-%d", m.I) && m.ID != "ID:"+m.Orig {
 				carried++
 			}
 		}
@@ -345,7 +313,7 @@ func TestTopicCopiesKeepTheirIDs(t *testing.T) {
 	waitDemand(t, br, len(subs), 30*time.Second)
 	sent := jmsProduce(t, a.OpenWireURI(), "topic://ids.t", n, false)
 	for k, s := range subs {
-		got := identMsgs(t, procs[k].Wait(t, 2*time.Minute))
+		got := jmstest.IdentMsgs(t, procs[k].Wait(t, 2*time.Minute))
 		same := sameIDs(sent, got)
 		t.Logf("subscriber %q: %d messages, %d with the producer's id", s.selector, len(got), same)
 		if len(got) != s.want || same != s.want {
@@ -387,10 +355,10 @@ func TestMessageIDsKeptOverHops(t *testing.T) {
 			waitDemand(t, bc, 1, 30*time.Second)
 			waitDemand(t, ab, 1, 30*time.Second)
 			sent := jmsProduce(t, a.OpenWireURI(), "queue://"+row.q, n, true)
-			got := identMsgs(t, cons.Wait(t, 2*time.Minute))
+			got := jmstest.IdentMsgs(t, cons.Wait(t, 2*time.Minute))
 			same, orig := sameIDs(sent, got), 0
 			for _, m := range got {
-				if m.orig == sent[m.i] {
+				if m.Orig == sent[m.I] {
 					orig++
 				}
 			}

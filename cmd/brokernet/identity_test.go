@@ -99,10 +99,10 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 			// one any more (none pending, none in flight): nothing more can
 			// arrive. (Non-persistent: B's count is reported, not waited on;
 			// see above.)
-			var msgs []identMsg
+			var msgs []jmstest.IdentMsg
 			stomptest.Eventually(t, 3*time.Minute, func() error {
-				msgs = parseIdent(t, cons.Lines())
-				if d := distinct(msgs, func(m identMsg) string { return m.i }); d < n {
+				msgs = jmstest.IdentMsgs(t, cons.Lines())
+				if d := distinct(msgs, func(m jmstest.IdentMsg) string { return strconv.Itoa(m.I) }); d < n {
 					return fmt.Errorf("%d of %d distinct messages received", d, n)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -118,9 +118,9 @@ func TestSIGKILLDuplicatesSeenByJMS(t *testing.T) {
 				}
 				return nil
 			})
-			msgs = parseIdent(t, cons.Lines())
-			seqs := distinct(msgs, func(m identMsg) string { return m.i })
-			origs := distinct(msgs, func(m identMsg) string { return m.orig })
+			msgs = jmstest.IdentMsgs(t, cons.Lines())
+			seqs := distinct(msgs, func(m jmstest.IdentMsg) string { return strconv.Itoa(m.I) })
+			origs := distinct(msgs, func(m jmstest.IdentMsg) string { return m.Orig })
 			dups := len(msgs) - seqs
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -176,34 +176,7 @@ func startIdentBridge(t *testing.T, args ...string) *bridgeProc {
 	return startBridgeProc(t, args...)
 }
 
-// identMsg is one message the Ident JMS consumer printed.
-type identMsg struct{ id, i, orig string }
-
-func parseIdent(t *testing.T, lines []string) []identMsg {
-	t.Helper()
-	var out []identMsg
-	for _, l := range jmstest.Prefixed(lines, "MSG ") {
-		var m identMsg
-		for _, f := range strings.Fields(l) {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "id":
-				m.id = v
-			case "i":
-				m.i = v
-			case "orig":
-				m.orig = v
-			}
-		}
-		if m.i == "" {
-			t.Fatalf("bad line %q", l)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func distinct(ms []identMsg, key func(identMsg) string) int {
+func distinct(ms []jmstest.IdentMsg, key func(jmstest.IdentMsg) string) int {
 	seen := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		seen[key(m)] = true

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -282,6 +283,43 @@ func Prefixed(lines []string, prefix string) []string {
 		if v, ok := strings.CutPrefix(l, prefix); ok {
 			out = append(out, v)
 		}
+	}
+	return out
+}
+
+// IdentMsg is one message an Ident consumer printed.
+type IdentMsg struct {
+	ID   string // JMSMessageID
+	I    int    // property i
+	Orig string // property BrokernetID, "-" when absent
+}
+
+// IdentMsgs parses an Ident consumer's MSG lines; a line without a numeric
+// i fails tb.
+func IdentMsgs(tb testing.TB, lines []string) []IdentMsg {
+	tb.Helper()
+	var out []IdentMsg
+	for _, l := range Prefixed(lines, "MSG ") {
+		m, seq := IdentMsg{}, false
+		for _, f := range strings.Fields(l) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "id":
+				m.ID = v
+			case "i":
+				var err error
+				if m.I, err = strconv.Atoi(v); err != nil {
+					tb.Fatalf("bad line %q", l)
+				}
+				seq = true
+			case "orig":
+				m.Orig = v
+			}
+		}
+		if !seq {
+			tb.Fatalf("bad line %q", l)
+		}
+		out = append(out, m)
 	}
 	return out
 }
