@@ -336,7 +336,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			delay, side = b.cfg.Local.Backoff(), "local"
 		}
 		// One line per attempt, never more: while a broker is down this is the
-		// only line, at the back-off's pace (field names in README, "Logs").
+		// only line, at the back-off's pace (field names in docs/operating.md, "Logs").
 		wait := delay.Delay(attempt)
 		b.log.Warn().Err(err).Str("side", side).Int("attempt", attempt+1).Dur("up_for", upFor).
 			Str("retry_in", wait.Round(time.Millisecond).String()).Msg("bridge down, reconnecting")

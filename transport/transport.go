@@ -364,7 +364,7 @@ var (
 )
 
 // Message is a broker message as the bridge moves it, protocol-neutral. The
-// header mapping table in the README says how each protocol's fields map here.
+// header mapping table in docs/protocols.md says how each protocol's fields map here.
 type Message struct {
 	// ID is the message's id (used to recognise copies of one topic
 	// message). A transport whose Info.KeepsID keeps it sends it as the

@@ -5,7 +5,7 @@
 // RabbitMQ 3.10 does not translate between its STOMP and AMQP 1.0 plugins
 // faithfully (an AMQP 1.0 message reaches a STOMP consumer as raw sections, a
 // STOMP message reaches an AMQP 1.0 consumer without its application headers;
-// see the README's header mapping), so a test of a bridge that speaks AMQP 1.0
+// see the header mapping in docs/protocols.md), so a test of a bridge that speaks AMQP 1.0
 // to RabbitMQ produces and consumes there over AMQP 1.0 too. Both are written
 // on transport/amqp's Conn, which knows RabbitMQ 3.10's ways (manual link
 // credit, durable queue terminus, Sync by round trip).

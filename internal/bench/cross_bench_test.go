@@ -11,7 +11,7 @@ package bench
 //
 // The consumer on B speaks the protocol the bridge writes to B: RabbitMQ 3.10
 // hands AMQP-1.0-published messages to STOMP consumers as raw AMQP sections
-// (README, "RabbitMQ"), so the benchmark headers would not be readable across.
+// (docs/rabbitmq.md, "Headers over AMQP 1.0"), so the benchmark headers would not be readable across.
 // There is no vendor anchor here: neither ActiveMQ's networkConnector nor
 // RabbitMQ's federation links the two (BenchmarkForwarding and
 // BenchmarkRabbitMQ anchor each side on its own).

@@ -6,7 +6,7 @@ package bench
 // process on the machine, the native networkConnector's brokers included,
 // saw a stall of 20–35 ms about every 0.55 s of the paced phase, and the
 // p99 at 2,000 msg/s was 19–27 ms on the native path instead of 4 ms with
-// the kdamond stopped (bench/RESULTS.md, 2026-12-03). Distributions ship
+// the kdamond stopped (bench/history/2026-12-03.md). Distributions ship
 // with no kdamond running, so the benchmark stops them for its run, as a
 // machine its users run would be, and starts them again at the end.
 

@@ -48,7 +48,7 @@ const DefaultInterval = 250 * time.Microsecond
 // runs) the harness's consumer then read 0.14–0.40 times per message instead
 // of 0.57–1.79 and the broker sent 0.07–0.17 packets per message instead of
 // 0.26–0.76, close to a go-stomp consumer (0.06–0.09); at 2,000 msg/s p50 was
-// 1.0–1.3 ms, as with an ACK after every read (bench/RESULTS.md, 2026-12-02).
+// 1.0–1.3 ms, as with an ACK after every read (bench/history/2026-12-02.md).
 func Wrap(nc net.Conn) net.Conn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
@@ -89,7 +89,7 @@ type quickAck struct {
 // (a futex wake, a context switch, one or two nanosleeps) on every message: a
 // third of its CPU at 2,000 msg/s under perf. With raw calls its CPU per
 // message fell from 50 to 24–30 µs over STOMP and from 64–69 to 46–48 µs over
-// OpenWire (bench A/B, bench/RESULTS.md, 2026-12-02 08:34).
+// OpenWire (bench A/B, bench/history/2026-12-02.md 08:34).
 func (q *quickAck) Read(p []byte) (int, error) {
 	n, err := q.rawRead(p)
 	if n > 0 {

@@ -68,7 +68,7 @@ type Options struct {
 	// C1 (activemq.sh --quick-jit), which halves its start-up CPU (2.9 →
 	// 1.6 s on the development machine) and spares it compiling code a short
 	// test leaves soon; the bridge package's tests took 8.5 instead of 14 min
-	// with it (with their other changes of 2026-12-02, bench/RESULTS.md).
+	// with it (with their other changes of 2026-12-02, bench/history/2026-12-02.md).
 	FullJIT bool
 	// DebianDefaults runs the broker as Debian's activemq package does
 	// (activemq.sh --debian-defaults): -Xms512M -Xmx512M, the JVM's default

@@ -505,7 +505,7 @@ func TestHeadersThroughRabbitMQ(t *testing.T) {
 }
 
 // TestFromRabbitMQStomp pins what an AMQP 1.0 receiver gets from RabbitMQ 3.10
-// for a message published over STOMP (the README's header table relies on it):
+// for a message published over STOMP (docs/protocols.md's header table relies on it):
 // 0-9-1 properties survive, STOMP's application headers do not.
 func TestFromRabbitMQStomp(t *testing.T) {
 	r := sharedRabbit(t)
@@ -537,10 +537,10 @@ func TestFromRabbitMQStomp(t *testing.T) {
 		t.Errorf("0-9-1 properties did not survive: %s", show(m))
 	}
 	if m.Type != "" {
-		t.Errorf("RabbitMQ 3.10 now carries the 0-9-1 type (%q): update the README's header table", m.Type)
+		t.Errorf("RabbitMQ 3.10 now carries the 0-9-1 type (%q): update the header table in docs/protocols.md", m.Type)
 	}
 	if len(m.Props) != 0 {
-		t.Errorf("RabbitMQ 3.10 now maps STOMP headers to application-properties (%v): update the README's header table", m.Props)
+		t.Errorf("RabbitMQ 3.10 now maps STOMP headers to application-properties (%v): update the header table in docs/protocols.md", m.Props)
 	}
 	_ = c.Settle(ctx, "fs", []transport.Ref{ev.Ref}, transport.Accepted)
 }

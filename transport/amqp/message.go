@@ -17,7 +17,7 @@ import (
 
 // toAMQP builds the AMQP 1.0 message for m, sent to address to.
 //
-// The README's "Header mapping" table is the reference; the facts it rests on:
+// The "Header mapping" table in docs/protocols.md is the reference; the facts it rests on:
 //   - go-amqp sends no header section when Message.Header is nil, and AMQP's
 //     default is durable=false, so the header is always written (durable copied).
 //   - RabbitMQ 3.10 turns header durable/priority/ttl into 0-9-1 delivery_mode,

@@ -104,7 +104,7 @@ func startBridge(t *testing.T, a, b *testbroker.ActiveMQ) *bridge.Bridge {
 }
 
 // TestBridgeOverOpenWireUnderLoad is the scenario of the OpenWire stall the
-// benchmark found (bench/RESULTS.md, 2026-12-01): tens of thousands of
+// benchmark found (bench/history/2026-12-01.md): tens of thousands of
 // non-persistent 1 KiB messages at full speed through a bridge A→B over
 // OpenWire on both sides. All must arrive, and the bridge must never lose
 // its session on the way (a stalled connection ends by its read deadline,

@@ -146,7 +146,7 @@ func (c *Conn) Settle(ctx context.Context, subID string, refs []transport.Ref, o
 // d, TCPRcvQDrop), the broker's data to us stayed unacknowledged, its
 // retransmissions backed off (rto 52 s, backoff 8, cwnd 1) and the
 // connection stood still, keepalives included, until our read deadline
-// ended it (bench/RESULTS.md, 2026-12-01). A Sync per settled batch, with
+// ended it (bench/history/2026-12-01.md). A Sync per settled batch, with
 // its ack, filled those 128 KiB within about a second at 4,000 msg/s.
 func (c *Conn) Sync(ctx context.Context) (transport.Token, error) {
 	if err := c.writeTail(ctx, nil); err != nil {

@@ -27,7 +27,7 @@ func deliveryHeader(k string) bool {
 	return false
 }
 
-// MessageOf maps a MESSAGE frame to a transport.Message (see the README's header
+// MessageOf maps a MESSAGE frame to a transport.Message (see docs/protocols.md's header
 // mapping table). Of repeated headers the first wins, as STOMP says.
 func MessageOf(f *frame.Frame) *transport.Message {
 	h := f.Header
@@ -115,7 +115,7 @@ func SendFrame(m *transport.Message, tx string) *frame.Frame {
 		// reads the body a byte at a time, about 13 µs per KiB message on the
 		// bench's broker; "amq-msg-type:text" would keep a length-announced
 		// body text, but ActiveMQ 5.17 then keeps both headers as properties.
-		// bench/RESULTS.md, 2026-12-03.)
+		// bench/history/2026-12-03.md.)
 		kv = append(kv, frame.ContentLength, strconv.Itoa(len(m.Body)))
 	}
 	if m.ContentType != "" {
