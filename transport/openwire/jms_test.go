@@ -12,6 +12,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // jmsJars are the Debian activemq package's jars a JMS client needs
@@ -77,7 +78,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	}
 	var refs []transport.Ref
 	for len(refs) < n {
-		ev := next(t, src, 10*time.Second)
+		ev := transporttest.Next(t, src, 10*time.Second)
 		switch ev.Kind {
 		case transport.Confirmed:
 			if ev.Token != tok {
@@ -99,7 +100,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, _ := waitToken(t, dst, ctok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, dst, ctok); ev.Kind != transport.Confirmed {
 		t.Fatalf("commit on B: %+v", ev)
 	}
 	// Acknowledge on A only after B confirmed.
@@ -107,7 +108,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stok, _ := src.Sync(ctx)
-	waitToken(t, src, stok)
+	transporttest.WaitToken(t, src, stok)
 	queueDrained(t, a, q.Name, n)
 
 	out := java("consume", b.OpenWireURI(), "jms.fidelity", "intProp > 5 AND boolProp = TRUE", "3000")

@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultTimeout is how long a helper waits for an event unless told.
-const DefaultTimeout = 20 * time.Second
+const DefaultTimeout = 30 * time.Second
 
 // Dial dials ep with opts within 20 s, failing the test if it cannot, and
 // aborts the connection when the test ends.
