@@ -78,6 +78,7 @@ func Run(t *testing.T, f Features, broker func(t *testing.T) transport.Endpoint)
 	sub("Subscribe is confirmed", (*suite).subscribeConfirmed)
 	sub("a subscription the broker cannot take is refused", (*suite).refused)
 	sub("committed batches are confirmed and delivered in order, then settled and synced", (*suite).batches)
+	sub("deliveries and confirmations share one stream, each in order", (*suite).oneStream)
 	if f.NewID != nil {
 		sub("a sent message keeps its id", (*suite).keepsID)
 	}
@@ -415,6 +416,65 @@ func (s *suite) batches() {
 	if seqs, _ := s.untilMarker(c2, "again", q, early, marker); len(seqs) != 0 {
 		s.t.Fatalf("settled and synced, yet %v came back", seqs)
 	}
+}
+
+// oneStream sends on the consuming connection, one message a batch, every
+// Commit in flight: its deliveries and the confirmations of its commits
+// come on the one Events stream, deliveries in send order, confirmations in
+// commit order. (Whether a confirmation could overtake a delivery the
+// broker wrote before it is not forced here: a real broker decides when it
+// dispatches.)
+func (s *suite) oneStream() {
+	const n = 10
+	q := s.queue()
+	c := s.dial()
+	early := s.subscribe(c, "s", q, transport.Individual)
+	ctx := s.ctx()
+	var toks []transport.Token
+	for i := range n {
+		if err := c.Send(ctx, message(q, i)); err != nil {
+			s.t.Fatalf("sending %d: %v", i, err)
+		}
+		tok, err := c.Commit(ctx)
+		if err != nil {
+			s.t.Fatalf("committing: %v", err)
+		}
+		toks = append(toks, tok)
+	}
+	var seqs []int
+	var confirmed []transport.Token
+	var refs []transport.Ref
+	deadline := time.Now().Add(DefaultTimeout)
+	for i := 0; len(seqs) < n || len(confirmed) < n; i++ {
+		var ev transport.Event
+		if i < len(early) {
+			ev = early[i]
+		} else {
+			ev = Next(s.t, c, time.Until(deadline))
+		}
+		switch ev.Kind {
+		case transport.Delivery:
+			seqs = append(seqs, s.seqOf(q, ev.Msg))
+			refs = append(refs, ev.Ref)
+		case transport.Confirmed:
+			if ev.Outcomes != nil {
+				s.t.Fatalf("commit confirmed with outcomes %+v, want all accepted (nil)", ev.Outcomes)
+			}
+			confirmed = append(confirmed, ev.Token)
+		default:
+			s.t.Fatalf("%s %+v", kindName(ev.Kind), ev)
+		}
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(seqs, want) {
+		s.t.Fatalf("delivered %v, want %v", seqs, want)
+	}
+	if !slices.Equal(confirmed, toks) {
+		s.t.Fatalf("confirmed %v, committed %v", confirmed, toks)
+	}
+	if err := c.Settle(ctx, "s", refs, transport.Accepted); err != nil {
+		s.t.Fatalf("Settle: %v", err)
+	}
+	s.sync(c)
 }
 
 func (s *suite) keepsID() {
