@@ -13,6 +13,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // fakeBroker is an in-memory broker behind the transport seam, for fast tests of
@@ -47,6 +48,10 @@ type fakeBroker struct {
 	persistent bool
 	// sent counts Sends, commits the Commits of at least one message.
 	sent, commits int
+	// loopback makes the broker put committed messages on their queues, as
+	// a real one does, for the conformance suite (a bridge test keeps them
+	// in received only, so that what it forwards does not come back).
+	loopback bool
 }
 
 type fakeMsg struct {
@@ -74,6 +79,17 @@ func (b *fakeBroker) Dial(ctx context.Context, opts transport.DialOptions) (tran
 	b.mu.Unlock()
 	b.dialed <- c
 	return c, nil
+}
+
+// enqueue puts a copy of a sent message on its queue, with an id of the
+// broker's (the fake keeps no sender's id: Info.KeepsID is nil). Caller
+// holds b.mu.
+func (b *fakeBroker) enqueue(m *transport.Message) {
+	b.seq++
+	id := fmt.Sprintf("ID:%s-%d", b.name, b.seq)
+	cp := *m
+	cp.ID, cp.Redelivered = id, false
+	b.queues[m.Destination.Name] = append(b.queues[m.Destination.Name], &fakeMsg{id: id, msg: &cp})
 }
 
 // put enqueues n messages on queue q, with bodies "q-i".
@@ -223,7 +239,11 @@ func (c *fakeConn) closed() bool {
 
 func (c *fakeConn) next() transport.Token { c.tok++; return transport.Token(c.tok) }
 
+// confirm sends a confirmation unless the connection has ended; under b.mu,
+// which fail holds to close the events.
 func (c *fakeConn) confirm(tok transport.Token, outs []transport.SendOutcome) {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
 	if c.closed() {
 		return
 	}
@@ -269,6 +289,9 @@ func (c *fakeConn) Subscribe(ctx context.Context, sub transport.Subscription) (t
 	if c.closed() {
 		return 0, c.err
 	}
+	if sub.Selector != "" && c.b.noSelectors {
+		return 0, fmt.Errorf("subscribing %s: the fake broker has no selectors: %w", sub.ID, transport.ErrUnsupported)
+	}
 	tok := c.next()
 	c.b.mu.Lock()
 	c.subs[sub.ID] = &fakeSub{sub: sub}
@@ -279,6 +302,9 @@ func (c *fakeConn) Subscribe(ctx context.Context, sub transport.Subscription) (t
 }
 
 func (c *fakeConn) Unsubscribe(ctx context.Context, id string) error {
+	if c.closed() {
+		return c.err
+	}
 	c.b.mu.Lock()
 	if s, ok := c.subs[id]; ok {
 		q := s.sub.Destination.Name
@@ -297,9 +323,11 @@ func (c *fakeConn) DestroyDurable(context.Context, transport.Subscription) error
 
 func (c *fakeConn) WatchConsumers(ctx context.Context) error {
 	c.b.mu.Lock()
-	evs := slices.Clone(c.b.consumers)
-	c.b.mu.Unlock()
-	for _, ev := range evs {
+	defer c.b.mu.Unlock()
+	if c.closed() {
+		return c.err
+	}
+	for _, ev := range c.b.consumers {
 		c.events <- transport.Event{Kind: transport.Consumer, Consumer: ev}
 	}
 	return nil
@@ -344,6 +372,9 @@ func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 			}
 			if o == transport.Accepted {
 				c.b.received = append(c.b.received, m)
+				if c.b.loopback && m.Destination.Kind == destination.Queue {
+					c.b.enqueue(m)
+				}
 			}
 			outs = append(outs, transport.SendOutcome{Outcome: o})
 		}
@@ -352,6 +383,7 @@ func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 			outs = nil
 		}
 		c.confirm(tok, outs)
+		c.b.dispatch()
 	}
 	c.b.mu.Lock()
 	hold := c.b.holdCommits
@@ -368,6 +400,9 @@ func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 func (c *fakeConn) Settle(ctx context.Context, sub string, refs []transport.Ref, outcome transport.Outcome) error {
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
+	if c.closed() {
+		return c.err
+	}
 	s, ok := c.subs[sub]
 	if !ok {
 		return fmt.Errorf("settling on unknown subscription %s", sub)
@@ -458,14 +493,131 @@ func startFake(t *testing.T, local, remote *fakeBroker, cfg Config) (*Bridge, co
 	return b, cancel, done
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds, failing the test with what at the deadline.
+var waitFor = transporttest.WaitFor
+
+// tempBroker is a fakeBroker whose connections report temporary
+// destinations and mirror them (transport.TempWatcher, TempMirror), as
+// ActiveMQ over OpenWire does; the test announces the advisories.
+type tempBroker struct {
+	*fakeBroker
+	mu    sync.Mutex
+	conns []*tempConn
+	calls []string // "mirror D PATH", "drop D", "subscribe D", "unsubscribe D", in order
+}
+
+type tempConn struct {
+	*fakeConn
+	tb *tempBroker
+}
+
+func (b *tempBroker) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
+	c, err := b.fakeBroker.Dial(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tempConn{fakeConn: c.(*fakeConn), tb: b}
+	b.mu.Lock()
+	b.conns = append(b.conns, tc)
+	b.mu.Unlock()
+	return tc, nil
+}
+
+func (b *tempBroker) log(format string, args ...any) {
+	b.mu.Lock()
+	b.calls = append(b.calls, fmt.Sprintf(format, args...))
+	b.mu.Unlock()
+}
+
+func (b *tempBroker) callLog() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// conn returns the latest connection.
+func (b *tempBroker) conn() *tempConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns[len(b.conns)-1]
+}
+
+func (c *tempConn) Info() transport.Info {
+	i := c.fakeConn.Info()
+	i.Flavour = transport.ActiveMQ
+	return i
+}
+func (c *tempConn) WatchTempDestinations(context.Context) error { return nil }
+func (c *tempConn) MirrorTemp(_ context.Context, d destination.Destination, path []string) error {
+	c.tb.log("mirror %s %v", d, path)
+	return nil
+}
+func (c *tempConn) DropTemp(_ context.Context, d destination.Destination) error {
+	c.tb.log("drop %s", d)
+	return nil
+}
+func (c *tempConn) Subscribe(ctx context.Context, sub transport.Subscription) (transport.Token, error) {
+	if sub.Destination.IsTemp() {
+		c.tb.log("subscribe %s", sub.Destination)
+	}
+	return c.fakeConn.Subscribe(ctx, sub)
+}
+func (c *tempConn) Unsubscribe(ctx context.Context, id string) error {
+	c.b.mu.Lock()
+	s := c.subs[id]
+	c.b.mu.Unlock()
+	if s != nil && s.sub.Destination.IsTemp() {
+		c.tb.log("unsubscribe %s", s.sub.Destination)
+	}
+	return c.fakeConn.Unsubscribe(ctx, id)
+}
+
+var (
+	_ transport.TempWatcher = (*tempConn)(nil)
+	_ transport.TempMirror  = (*tempConn)(nil)
+)
+
+func startTempFake(t *testing.T, local, remote *tempBroker) *Bridge {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	b, err := New(Config{Local: local, Remote: remote, LocalID: local.name, RemoteID: remote.name,
+		Demand: demand.DefaultOptions(), Log: stomptest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	go func() { b.Run(ctx); close(finished) }()
+	t.Cleanup(func() { cancel(); <-finished })
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := b.WaitUp(wctx); err != nil {
+		t.Fatalf("bridge not up: %v", err)
+	}
+	return b
+}
+
+func tempEvent(d destination.Destination, removed bool, path ...string) transport.Event {
+	return transport.Event{Kind: transport.DestinationChanged, Destination: advisory.DestinationEvent{Destination: d, Removed: removed, Path: path}}
+}
+
+func consumerOf(id string, d destination.Destination) transport.Event {
+	return transport.Event{Kind: transport.Consumer, Consumer: advisory.Event{Kind: advisory.ConsumerAdded, ConsumerCount: -1,
+		Consumer: advisory.Consumer{ID: id, Destination: d}}}
+}
+
+// TestFakeHoldsTheConnContract runs the transport.Conn conformance suite
+// against the fake, which the bridge's fast tests rely on behaving like a
+// broker.
+func TestFakeHoldsTheConnContract(t *testing.T) {
+	for _, selectors := range []bool{true, false} {
+		name := map[bool]string{true: "like ActiveMQ", false: "without selectors like RabbitMQ"}[selectors]
+		t.Run(name, func(t *testing.T) {
+			transporttest.Run(t, transporttest.Features{Protocol: "fake", Selectors: selectors, Transactions: true},
+				func(t *testing.T) transport.Endpoint {
+					b := newFakeBroker("conformance")
+					b.loopback, b.noSelectors = true, !selectors
+					return b
+				})
+		})
 	}
 }

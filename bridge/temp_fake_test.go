@@ -1,128 +1,14 @@
 package bridge
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/advisory"
-	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/transport"
 )
-
-// tempBroker is a fakeBroker whose connections report temporary
-// destinations and mirror them (transport.TempWatcher, TempMirror), as
-// ActiveMQ over OpenWire does; the test announces the advisories.
-type tempBroker struct {
-	*fakeBroker
-	mu    sync.Mutex
-	conns []*tempConn
-	calls []string // "mirror D PATH", "drop D", "subscribe D", "unsubscribe D", in order
-}
-
-type tempConn struct {
-	*fakeConn
-	tb *tempBroker
-}
-
-func (b *tempBroker) Dial(ctx context.Context, opts transport.DialOptions) (transport.Conn, error) {
-	c, err := b.fakeBroker.Dial(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	tc := &tempConn{fakeConn: c.(*fakeConn), tb: b}
-	b.mu.Lock()
-	b.conns = append(b.conns, tc)
-	b.mu.Unlock()
-	return tc, nil
-}
-
-func (b *tempBroker) log(format string, args ...any) {
-	b.mu.Lock()
-	b.calls = append(b.calls, fmt.Sprintf(format, args...))
-	b.mu.Unlock()
-}
-
-func (b *tempBroker) callLog() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.calls)
-}
-
-// conn returns the latest connection.
-func (b *tempBroker) conn() *tempConn {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.conns[len(b.conns)-1]
-}
-
-func (c *tempConn) Info() transport.Info {
-	i := c.fakeConn.Info()
-	i.Flavour = transport.ActiveMQ
-	return i
-}
-func (c *tempConn) WatchTempDestinations(context.Context) error { return nil }
-func (c *tempConn) MirrorTemp(_ context.Context, d destination.Destination, path []string) error {
-	c.tb.log("mirror %s %v", d, path)
-	return nil
-}
-func (c *tempConn) DropTemp(_ context.Context, d destination.Destination) error {
-	c.tb.log("drop %s", d)
-	return nil
-}
-func (c *tempConn) Subscribe(ctx context.Context, sub transport.Subscription) (transport.Token, error) {
-	if sub.Destination.IsTemp() {
-		c.tb.log("subscribe %s", sub.Destination)
-	}
-	return c.fakeConn.Subscribe(ctx, sub)
-}
-func (c *tempConn) Unsubscribe(ctx context.Context, id string) error {
-	c.b.mu.Lock()
-	s := c.subs[id]
-	c.b.mu.Unlock()
-	if s != nil && s.sub.Destination.IsTemp() {
-		c.tb.log("unsubscribe %s", s.sub.Destination)
-	}
-	return c.fakeConn.Unsubscribe(ctx, id)
-}
-
-var (
-	_ transport.TempWatcher = (*tempConn)(nil)
-	_ transport.TempMirror  = (*tempConn)(nil)
-)
-
-func startTempFake(t *testing.T, local, remote *tempBroker) *Bridge {
-	t.Helper()
-	b, err := New(Config{Local: local, Remote: remote, LocalID: local.name, RemoteID: remote.name,
-		Demand: demand.DefaultOptions(), Log: stomptest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	finished := make(chan struct{})
-	go func() { b.Run(ctx); close(finished) }()
-	t.Cleanup(func() { cancel(); <-finished })
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer wcancel()
-	if err := b.WaitUp(wctx); err != nil {
-		t.Fatalf("bridge not up: %v", err)
-	}
-	return b
-}
-
-func tempEvent(d destination.Destination, removed bool, path ...string) transport.Event {
-	return transport.Event{Kind: transport.DestinationChanged, Destination: advisory.DestinationEvent{Destination: d, Removed: removed, Path: path}}
-}
-
-func consumerOf(id string, d destination.Destination) transport.Event {
-	return transport.Event{Kind: transport.Consumer, Consumer: advisory.Event{Kind: advisory.ConsumerAdded, ConsumerCount: -1,
-		Consumer: advisory.Consumer{ID: id, Destination: d}}}
-}
 
 // TestTempMirrorFollowsTheRemote: a remote temporary queue is mirrored on the
 // local broker (with the remote broker in its path), its consumer makes

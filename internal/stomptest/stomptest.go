@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // URI parses s or fails the test.
@@ -229,21 +230,12 @@ func (c *Consumer) Redelivered(seqs []int) int {
 // Frames returns a copy of what was received, in order.
 func (c *Consumer) Frames() []*frame.Frame { return c.Received() }
 
-// Eventually polls cond every 20 ms until it returns nil, failing the test with its
-// last error at the deadline.
+// Eventually polls cond until it returns nil, failing the test with its last
+// error at the deadline: transporttest.Eventually, kept here for the tests
+// that use this package's producers and consumers.
 func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	transporttest.Eventually(tb, timeout, cond)
 }
 
 // Logger returns a zerolog logger that writes into the test's log, so that a

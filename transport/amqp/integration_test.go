@@ -21,6 +21,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // One RabbitMQ node is shared by the tests that do not stop it.
@@ -73,35 +74,6 @@ func dial(t *testing.T, uri string) *Conn {
 	}
 	t.Cleanup(c.Abort)
 	return c
-}
-
-// next returns the next event or fails after timeout.
-func next(t *testing.T, c *Conn, timeout time.Duration) transport.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-c.Events():
-		if !ok {
-			t.Fatalf("events closed: %v", c.Err())
-		}
-		return ev
-	case <-time.After(timeout):
-		t.Fatalf("no event within %s", timeout)
-	}
-	return transport.Event{}
-}
-
-// waitToken reads events until tok's, failing on Refused; deliveries seen on
-// the way are returned.
-func waitToken(t *testing.T, c *Conn, tok transport.Token) (transport.Event, []transport.Event) {
-	t.Helper()
-	var other []transport.Event
-	for {
-		ev := next(t, c, 30*time.Second)
-		if ev.Token == tok && (ev.Kind == transport.Confirmed || ev.Kind == transport.Refused) {
-			return ev, other
-		}
-		other = append(other, ev)
-	}
 }
 
 func queue(name string) destination.Destination {
@@ -161,7 +133,7 @@ func TestSendReceiveSettle(t *testing.T) {
 		}
 	}
 	for _, tok := range toks {
-		ev, _ := waitToken(t, c, tok)
+		ev, _ := transporttest.WaitToken(t, c, tok)
 		if ev.Kind != transport.Confirmed || ev.Outcomes != nil {
 			t.Fatalf("batch %d: %+v", tok, ev)
 		}
@@ -173,14 +145,14 @@ func TestSendReceiveSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := waitToken(t, c, sub)
+	ev, _ := transporttest.WaitToken(t, c, sub)
 	if ev.Kind != transport.Confirmed {
 		t.Fatalf("subscribe: %+v", ev)
 	}
 	seen := map[string]bool{}
 	var refs []transport.Ref
 	for len(seen) < total {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind != transport.Delivery {
 			t.Fatalf("unexpected %+v", ev)
 		}
@@ -203,7 +175,7 @@ func TestSendReceiveSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("sync: %+v", ev)
 	}
 	t.Logf("received and accepted %d in %s", total, time.Since(start))
@@ -235,16 +207,16 @@ func TestReleaseRedelivers(t *testing.T) {
 		}
 	}
 	tok, _ := c.Commit(ctx)
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
 		t.Fatalf("commit: %+v", ev)
 	}
 	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "r", Destination: q, Prefetch: 10})
-	waitToken(t, c, sub)
+	transporttest.WaitToken(t, c, sub)
 	released := 0
 	accepted := map[string]bool{}
 	redelivered := 0
 	for len(accepted) < 10 {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind != transport.Delivery {
 			continue
 		}
@@ -267,7 +239,7 @@ func TestReleaseRedelivers(t *testing.T) {
 		t.Fatalf("%d redelivered deliveries, want the 5 released", redelivered)
 	}
 	stok, _ := c.Sync(ctx)
-	waitToken(t, c, stok)
+	transporttest.WaitToken(t, c, stok)
 	if n, err := queueDepth(t, r, q.Name); err != nil || n != 0 {
 		t.Fatalf("queue holds %d (%v), want 0", n, err)
 	}
@@ -285,12 +257,12 @@ func TestUnsubscribeReturnsUnsettled(t *testing.T) {
 		_ = c.Send(ctx, textMsg(q, strconv.Itoa(i)))
 	}
 	tok, _ := c.Commit(ctx)
-	waitToken(t, c, tok)
+	transporttest.WaitToken(t, c, tok)
 	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "u", Destination: q, Prefetch: 5})
-	waitToken(t, c, sub)
+	transporttest.WaitToken(t, c, sub)
 	var held []transport.Ref
 	for len(held) < 5 {
-		if ev := next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
+		if ev := transporttest.Next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
 			held = append(held, ev.Ref)
 		}
 	}
@@ -303,10 +275,10 @@ func TestUnsubscribeReturnsUnsettled(t *testing.T) {
 	}
 	other := dial(t, r.AMQPURI())
 	sub2, _ := other.Subscribe(ctx, transport.Subscription{ID: "u2", Destination: q, Prefetch: 100})
-	waitToken(t, other, sub2)
+	transporttest.WaitToken(t, other, sub2)
 	seen := map[string]bool{}
 	for len(seen) < 20 {
-		ev := next(t, other, 10*time.Second)
+		ev := transporttest.Next(t, other, 10*time.Second)
 		if ev.Kind == transport.Delivery {
 			seen[string(ev.Msg.Body)] = true
 			_ = other.Settle(ctx, "u2", []transport.Ref{ev.Ref}, transport.Accepted)
@@ -383,11 +355,11 @@ func TestNodeStopped(t *testing.T) {
 		_ = c.Send(ctx, textMsg(q, strconv.Itoa(i)))
 	}
 	tok, _ := c.Commit(ctx)
-	waitToken(t, c, tok)
+	transporttest.WaitToken(t, c, tok)
 	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "k", Destination: q, Prefetch: 10})
-	waitToken(t, c, sub)
+	transporttest.WaitToken(t, c, sub)
 	for got := 0; got < 10; {
-		if ev := next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
+		if ev := transporttest.Next(t, c, 10*time.Second); ev.Kind == transport.Delivery {
 			got++
 		}
 	}
@@ -470,13 +442,13 @@ func TestHeadersThroughRabbitMQ(t *testing.T) {
 		}
 	}
 	tok, _ := c.Commit(ctx)
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
 		t.Fatalf("commit: %+v", ev)
 	}
 	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "h", Destination: q, Prefetch: 10})
-	waitToken(t, c, sub)
+	transporttest.WaitToken(t, c, sub)
 	for _, tc := range mappingCases {
-		ev := next(t, c, 20*time.Second)
+		ev := transporttest.Next(t, c, 20*time.Second)
 		if ev.Kind != transport.Delivery {
 			t.Fatalf("%s: %+v", tc.name, ev)
 		}
@@ -525,8 +497,8 @@ func TestFromRabbitMQStomp(t *testing.T) {
 	c := dial(t, r.AMQPURI())
 	ctx := context.Background()
 	sub, _ := c.Subscribe(ctx, transport.Subscription{ID: "fs", Destination: queue("amqp.fromstomp"), Prefetch: 1})
-	waitToken(t, c, sub)
-	ev := next(t, c, 20*time.Second)
+	transporttest.WaitToken(t, c, sub)
+	ev := transporttest.Next(t, c, 20*time.Second)
 	if ev.Kind != transport.Delivery {
 		t.Fatalf("%+v", ev)
 	}
@@ -553,7 +525,7 @@ func TestConnectionIDNamesConsumers(t *testing.T) {
 	c := dial(t, r.AMQPURI())
 	ctx := context.Background()
 	tok, _ := c.Subscribe(ctx, transport.Subscription{ID: "own", Destination: queue("amqp.own"), Prefetch: 1})
-	waitToken(t, c, tok)
+	transporttest.WaitToken(t, c, tok)
 	id := c.Info().ConnectionID
 	if !strings.Contains(id, " -> ") {
 		t.Fatalf("ConnectionID = %q", id)
@@ -610,7 +582,7 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok, _ := c.Commit(ctx)
-	ev, _ := waitToken(t, c, tok)
+	ev, _ := transporttest.WaitToken(t, c, tok)
 	if ev.Kind != transport.Confirmed || len(ev.Outcomes) != 2 ||
 		ev.Outcomes[0].Outcome != transport.Rejected || ev.Outcomes[0].Err == nil || ev.Outcomes[1].Outcome != transport.Accepted {
 		t.Fatalf("event %+v, want the first rejected, the second accepted", ev)
@@ -622,7 +594,7 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 	bad, _ := c.Subscribe(ctx, transport.Subscription{ID: "bad", Destination: queue("amqp.exclusive"), Prefetch: 1})
 	var d transport.Event
 	for got := 0; got < 3; got++ {
-		ev := next(t, c, 20*time.Second)
+		ev := transporttest.Next(t, c, 20*time.Second)
 		switch {
 		case ev.Token == good && ev.Kind == transport.Confirmed:
 		case ev.Token == bad && ev.Kind == transport.Refused && ev.Err != nil:
@@ -640,7 +612,7 @@ func TestRefusedAttachIsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := c.Sync(ctx)
-	if ev, _ := waitToken(t, c, st); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, st); ev.Kind != transport.Confirmed {
 		t.Fatalf("sync after a refusal: %+v", ev)
 	}
 	if n, err := queueDepth(t, r, "amqp.open"); err != nil || n != 0 {
@@ -675,14 +647,14 @@ func TestUnsubscribeReleasesPrefetched(t *testing.T) {
 			}
 		}
 		tok, _ := c.Commit(ctx)
-		waitToken(t, c, tok)
+		transporttest.WaitToken(t, c, tok)
 		first := "p1-" + strconv.FormatBool(tc.wait)
 		sub, err := c.Subscribe(ctx, transport.Subscription{ID: first, Destination: q, Prefetch: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if tc.wait {
-			waitToken(t, c, sub)
+			transporttest.WaitToken(t, c, sub)
 		}
 		if err := c.Unsubscribe(ctx, first); err != nil {
 			t.Fatal(err)
@@ -740,7 +712,7 @@ func TestCreditNotExceeded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev, _ := waitToken(t, pc, tok); ev.Kind != transport.Confirmed {
+			if ev, _ := transporttest.WaitToken(t, pc, tok); ev.Kind != transport.Confirmed {
 				t.Fatalf("sending: %v", ev.Err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/rabbitmgmt"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 func topic(name string) destination.Destination {
@@ -83,7 +84,7 @@ func TestTopicQueueGoesWithSubscriptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 			t.Fatalf("subscription %s: %v", sub[0], ev.Err)
 		}
 	}
@@ -106,7 +107,7 @@ func TestTopicQueueGoesWithSubscriptions(t *testing.T) {
 		}
 	}
 	tok, _ := p.Commit(ctx)
-	if ev, _ := waitToken(t, p, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
+	if ev, _ := transporttest.WaitToken(t, p, tok); ev.Kind != transport.Confirmed || ev.Outcomes != nil {
 		t.Fatalf("sending: %+v", ev)
 	}
 	raw := rawConn(t, r)
@@ -123,7 +124,7 @@ func TestTopicQueueGoesWithSubscriptions(t *testing.T) {
 	}
 	got := map[string]string{} // body -> topic
 	for len(got) < 16 {
-		ev := next(t, c, 30*time.Second)
+		ev := transporttest.Next(t, c, 30*time.Second)
 		if ev.Kind != transport.Delivery {
 			continue
 		}
@@ -147,7 +148,7 @@ func TestTopicQueueGoesWithSubscriptions(t *testing.T) {
 	}
 	// Nothing more (no copy) within a round trip of the other subscription.
 	stok, _ := c.Sync(ctx)
-	if _, extra := waitToken(t, c, stok); len(extra) > 0 {
+	if _, extra := transporttest.WaitToken(t, c, stok); len(extra) > 0 {
 		t.Fatalf("%d more events after all 16 messages: %+v", len(extra), extra[0])
 	}
 
@@ -175,7 +176,7 @@ func TestTopicQueueGoesWithSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("subscription tc: %v", ev.Err)
 	}
 	if keys, _ := bound(t, mc, q); !slices.Equal(keys, []string{"tq.c"}) {
@@ -281,7 +282,7 @@ func TestTopicQueueGoesWithALostConnection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 			t.Fatalf("%s: subscription: %v", end, ev.Err)
 		}
 		q := c.topics.name

@@ -59,6 +59,11 @@ type Conn struct {
 	failOnce sync.Once
 	err      error // set before done is closed
 
+	// closing is set by Close once it asks the broker to remove the
+	// connection: the broker closing the socket then (or any end meanwhile)
+	// is ErrClosed, as asked.
+	closing atomic.Bool
+
 	// subInfo takes the broker's BrokerSubscriptionInfo (durablesync.go).
 	subInfo chan *brokerSubscriptionInfo
 
@@ -128,6 +133,9 @@ func (c *Conn) BrokerName() string { return c.brokerName }
 func (c *Conn) fail(err error) {
 	c.failOnce.Do(func() {
 		c.err = err
+		if c.closing.Load() {
+			c.err = transport.ErrClosed
+		}
 		close(c.done)
 		c.nc.Close()
 	})
@@ -158,6 +166,7 @@ func (c *Conn) Close(ctx context.Context) error {
 			return err
 		}
 	}
+	c.closing.Store(true)
 	res := make(chan error, 1)
 	err := c.write(ctx, &removeInfo{ObjectID: c.connID, LastDeliveredSequenceID: -1}, func(r command) { res <- respErr(r) })
 	if err == nil {

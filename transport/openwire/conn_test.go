@@ -12,6 +12,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 func TestMain(m *testing.M) { testbroker.Main(m) }
@@ -38,36 +39,6 @@ func dial(t *testing.T, uri string) *Conn {
 	}
 	t.Cleanup(c.Abort)
 	return c
-}
-
-// next returns the next event, failing the test after the timeout.
-func next(t *testing.T, c *Conn, timeout time.Duration) transport.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-c.Events():
-		if !ok {
-			t.Fatalf("events closed: %v", c.Err())
-		}
-		return ev
-	case <-time.After(timeout):
-		t.Fatalf("no event within %s", timeout)
-	}
-	return transport.Event{}
-}
-
-// waitToken reads events until tok is confirmed or refused; deliveries and
-// advisories met on the way are returned.
-func waitToken(t *testing.T, c *Conn, tok transport.Token) (transport.Event, []transport.Event) {
-	t.Helper()
-	var other []transport.Event
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ev := next(t, c, time.Until(deadline))
-		if (ev.Kind == transport.Confirmed || ev.Kind == transport.Refused) && ev.Token == tok {
-			return ev, other
-		}
-		other = append(other, ev)
-	}
 }
 
 func TestConnectReportsBrokerIdentity(t *testing.T) {
@@ -132,7 +103,7 @@ func sendBatchesConsumeAndAck(t *testing.T, b *testbroker.ActiveMQ, uri string, 
 		toks = append(toks, tok)
 	}
 	for _, tok := range toks {
-		if ev, _ := waitToken(t, p, tok); ev.Kind != transport.Confirmed {
+		if ev, _ := transporttest.WaitToken(t, p, tok); ev.Kind != transport.Confirmed {
 			t.Fatalf("commit %d: %+v", tok, ev)
 		}
 	}
@@ -144,7 +115,7 @@ func sendBatchesConsumeAndAck(t *testing.T, b *testbroker.ActiveMQ, uri string, 
 	}
 	seen := map[int32]bool{}
 	var refs []transport.Ref
-	ev, early := waitToken(t, c, tok)
+	ev, early := transporttest.WaitToken(t, c, tok)
 	if ev.Kind != transport.Confirmed {
 		t.Fatalf("subscribe: %+v", ev)
 	}
@@ -170,13 +141,13 @@ func sendBatchesConsumeAndAck(t *testing.T, b *testbroker.ActiveMQ, uri string, 
 		handle(ev)
 	}
 	for len(seen) < batches*per {
-		handle(next(t, c, 10*time.Second))
+		handle(transporttest.Next(t, c, 10*time.Second))
 	}
 	stok, err := c.Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, rest := waitToken(t, c, stok); ev.Kind != transport.Confirmed || len(rest) != 0 {
+	if ev, rest := transporttest.WaitToken(t, c, stok); ev.Kind != transport.Confirmed || len(rest) != 0 {
 		t.Fatalf("sync: %+v, then %d more events", ev, len(rest))
 	}
 	queueDrained(t, b, q.Name, batches*per)
@@ -193,14 +164,14 @@ func TestRedeliveryAfterAbort(t *testing.T) {
 		}
 	}
 	tok, _ := p.Commit(ctx)
-	if ev, _ := waitToken(t, p, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, p, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("commit: %+v", ev)
 	}
 	c1 := dial(t, b.OpenWireURI())
 	c1.Subscribe(ctx, transport.Subscription{ID: "a", Destination: q, Prefetch: 10})
 	got := 0
 	for got < 5 {
-		if ev := next(t, c1, 10*time.Second); ev.Kind == transport.Delivery {
+		if ev := transporttest.Next(t, c1, 10*time.Second); ev.Kind == transport.Delivery {
 			if ev.Msg.Redelivered {
 				t.Fatal("first delivery marked redelivered")
 			}
@@ -212,7 +183,7 @@ func TestRedeliveryAfterAbort(t *testing.T) {
 	c2.Subscribe(ctx, transport.Subscription{ID: "b", Destination: q, Prefetch: 10, Ack: transport.Individual})
 	var refs []transport.Ref
 	for len(refs) < 5 {
-		if ev := next(t, c2, 10*time.Second); ev.Kind == transport.Delivery {
+		if ev := transporttest.Next(t, c2, 10*time.Second); ev.Kind == transport.Delivery {
 			if !ev.Msg.Redelivered {
 				t.Fatalf("redelivery not marked: %+v", ev.Msg)
 			}
@@ -223,7 +194,7 @@ func TestRedeliveryAfterAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	stok, _ := c2.Sync(ctx)
-	waitToken(t, c2, stok)
+	transporttest.WaitToken(t, c2, stok)
 	queueDrained(t, b, q.Name, 5)
 }
 
@@ -237,7 +208,7 @@ func TestAdvisoriesOfStompConsumers(t *testing.T) {
 	sc := stomptest.Subscribe(t, b.StompURI(), "/queue/ow.adv", "selector", "color = 'red'", "activemq.priority", "-3")
 	var added advisory.Event
 	for {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind == transport.BadConsumer {
 			t.Fatalf("bad consumer: %v", ev.Err)
 		}
@@ -253,7 +224,7 @@ func TestAdvisoriesOfStompConsumers(t *testing.T) {
 	}
 	sc.Close()
 	for {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind == transport.Consumer && ev.Consumer.Kind == advisory.ConsumerRemoved {
 			if ev.Consumer.Consumer.ID != added.Consumer.ID {
 				t.Fatalf("removed %q, want %q", ev.Consumer.Consumer.ID, added.Consumer.ID)
@@ -265,7 +236,7 @@ func TestAdvisoriesOfStompConsumers(t *testing.T) {
 	own := destination.Destination{Kind: destination.Topic, Name: "ow.own"}
 	c.Subscribe(ctx, transport.Subscription{ID: "own", Destination: own})
 	for {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind == transport.Consumer && ev.Consumer.Consumer.Destination == own {
 			if !c.OwnConsumer(ev.Consumer.Consumer.ID) {
 				t.Fatalf("own consumer %q not recognised", ev.Consumer.Consumer.ID)
@@ -288,11 +259,11 @@ func TestDurableSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok, _ := c.Subscribe(ctx, sub)
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("durable subscribe: %+v", ev)
 	}
 	for {
-		ev := next(t, watch, 10*time.Second)
+		ev := transporttest.Next(t, watch, 10*time.Second)
 		if ev.Kind == transport.Consumer && ev.Consumer.Consumer.Destination == topic {
 			if ev.Consumer.Consumer.SubscriptionName != "demand" || ev.Consumer.Consumer.ClientID != "bn-durable" {
 				t.Fatalf("durable advisory: %+v", ev.Consumer)
@@ -307,11 +278,11 @@ func TestDurableSubscription(t *testing.T) {
 	p := dial(t, b.OpenWireURI())
 	p.Send(ctx, &transport.Message{Destination: topic, Persistent: true, Priority: -1, Body: []byte("kept")})
 	ptok, _ := p.Commit(ctx)
-	waitToken(t, p, ptok)
+	transporttest.WaitToken(t, p, ptok)
 	tok, _ = c.Subscribe(ctx, sub)
 	got := false
 	for !got {
-		ev := next(t, c, 10*time.Second)
+		ev := transporttest.Next(t, c, 10*time.Second)
 		if ev.Kind == transport.Delivery && string(ev.Msg.Body) == "kept" {
 			got = true
 			c.Settle(ctx, "d", []transport.Ref{ev.Ref}, transport.Accepted)
@@ -319,12 +290,12 @@ func TestDurableSubscription(t *testing.T) {
 	}
 	c.Unsubscribe(ctx, "d")
 	stok, _ := c.Sync(ctx)
-	waitToken(t, c, stok)
+	transporttest.WaitToken(t, c, stok)
 	if err := c.DestroyDurable(ctx, sub); err != nil {
 		t.Fatalf("DestroyDurable: %v", err)
 	}
 	for {
-		ev := next(t, watch, 10*time.Second)
+		ev := transporttest.Next(t, watch, 10*time.Second)
 		if ev.Kind == transport.Consumer && ev.Consumer.Kind == advisory.DurableRemoved {
 			if ev.Consumer.Consumer.SubscriptionName != "demand" || ev.Consumer.Consumer.Destination != topic {
 				t.Fatalf("durable removed: %+v", ev.Consumer)
@@ -362,7 +333,7 @@ func TestAdvisoryOfNativeNetworkConsumer(t *testing.T) {
 	}
 	stomptest.Subscribe(t, b.StompURI(), "/queue/ow.net")
 	for {
-		ev := next(t, c, 20*time.Second)
+		ev := transporttest.Next(t, c, 20*time.Second)
 		if ev.Kind == transport.BadConsumer {
 			t.Fatalf("bad consumer: %v", ev.Err)
 		}
@@ -385,13 +356,13 @@ func TestBadSelectorIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := waitToken(t, c, tok)
+	ev, _ := transporttest.WaitToken(t, c, tok)
 	if ev.Kind != transport.Refused || ev.Err == nil || !strings.Contains(ev.Err.Error(), "InvalidSelector") {
 		t.Fatalf("bad selector: %+v", ev)
 	}
 	// The connection stays usable and the id is free again.
 	tok, _ = c.Subscribe(ctx, transport.Subscription{ID: "x", Destination: q, Selector: "intProp > 1"})
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("good selector after a bad one: %+v", ev)
 	}
 }
@@ -411,7 +382,7 @@ func TestKeepAliveHoldsAnIdleConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 		t.Fatalf("sync after idling: %+v", ev)
 	}
 }
@@ -432,7 +403,7 @@ func TestSelectorComparesStringHeadersAsNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The delivery may come before the subscription's confirmation.
-	first, early := waitToken(t, c, tok)
+	first, early := transporttest.WaitToken(t, c, tok)
 	if first.Kind != transport.Confirmed {
 		t.Fatalf("subscribe: %+v", first)
 	}
@@ -445,7 +416,7 @@ func TestSelectorComparesStringHeadersAsNumbers(t *testing.T) {
 		}
 	}
 	for !found {
-		ev = next(t, c, 10*time.Second)
+		ev = transporttest.Next(t, c, 10*time.Second)
 		found = ev.Kind == transport.Delivery
 	}
 	if hops := propString(ev.Msg, "BrokernetHops"); hops != "1" {

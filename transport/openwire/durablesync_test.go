@@ -10,6 +10,7 @@ import (
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // TestDurableSubscriptionsListsOfflineOnes: the broker lists a durable
@@ -27,7 +28,7 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 		{ID: "e", Destination: other, DurableName: "not-included", Prefetch: 10},
 	} {
 		tok, _ := c.Subscribe(ctx, s)
-		if ev, _ := waitToken(t, c, tok); ev.Kind != transport.Confirmed {
+		if ev, _ := transporttest.WaitToken(t, c, tok); ev.Kind != transport.Confirmed {
 			t.Fatalf("durable subscribe %s: %+v", s.ID, ev)
 		}
 		if err := c.Unsubscribe(ctx, s.ID); err != nil { // offline, kept
@@ -64,7 +65,7 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 		t.Fatalf("over STOMP with openwirePort: %+v, %v; want [%+v]", got, err, want)
 	}
 	stok, _ := c.Sync(ctx)
-	waitToken(t, c, stok)
+	transporttest.WaitToken(t, c, stok)
 	if err := c.DestroyDurable(ctx, transport.Subscription{ID: "d", Destination: topic, DurableName: "offline-sub"}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // TestSentIDsAndTheBrokersAudit: what ActiveMQ (persistent, KahaDB) makes of
@@ -44,7 +45,7 @@ func TestSentIDsAndTheBrokersAudit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ev, _ := waitToken(t, p, tok); ev.Kind != transport.Confirmed {
+				if ev, _ := transporttest.WaitToken(t, p, tok); ev.Kind != transport.Confirmed {
 					t.Fatalf("commit: %+v", ev)
 				}
 			}

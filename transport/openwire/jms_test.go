@@ -13,6 +13,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
 // jmsJars are the Debian activemq package's jars a JMS client needs
@@ -78,7 +79,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	}
 	var refs []transport.Ref
 	for len(refs) < n {
-		ev := next(t, src, 10*time.Second)
+		ev := transporttest.Next(t, src, 10*time.Second)
 		switch ev.Kind {
 		case transport.Confirmed:
 			if ev.Token != tok {
@@ -100,7 +101,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, _ := waitToken(t, dst, ctok); ev.Kind != transport.Confirmed {
+	if ev, _ := transporttest.WaitToken(t, dst, ctok); ev.Kind != transport.Confirmed {
 		t.Fatalf("commit on B: %+v", ev)
 	}
 	// Acknowledge on A only after B confirmed.
@@ -108,7 +109,7 @@ func TestJMSFidelityAcrossTwoBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stok, _ := src.Sync(ctx)
-	waitToken(t, src, stok)
+	transporttest.WaitToken(t, src, stok)
 	queueDrained(t, a, q.Name, n)
 
 	// The consumer stops at the 7 its selector matches; the 13 others stay on B.

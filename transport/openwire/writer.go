@@ -26,6 +26,14 @@ func (c *Conn) write(ctx context.Context, cmd command, onResponse func(command))
 		c.waiters[b.CommandID] = onResponse
 		c.mu.Unlock()
 	}
+	select {
+	case <-c.done:
+		// Not queued on an ended connection, where the select below could
+		// pick the buffered c.out and report it written.
+		c.forget(b.CommandID)
+		return c.closedErr()
+	default:
+	}
 	frame := encodeFrameAs(cmd, c.tight)
 	if len(frame)-4 > c.uri.MaxFrameSize {
 		c.forget(b.CommandID)

@@ -3,7 +3,6 @@ package stomp
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -26,7 +25,7 @@ var (
 )
 
 // ErrClosed is the error of a connection closed by this side.
-var ErrClosed = errors.New("stomp connection closed")
+var ErrClosed = fmt.Errorf("stomp: %w", transport.ErrClosed)
 
 // BrokerError is a STOMP ERROR frame. Brokers close the connection after sending one
 // (the spec says they must; ActiveMQ sometimes does not, and brokernet closes it then).
@@ -95,6 +94,10 @@ type Conn struct {
 	failOnce   sync.Once
 	err        error // set before done is closed
 
+	// closing is set by Close: the broker closing the socket after the
+	// DISCONNECT receipt (or any end meanwhile) is then ErrClosed, as asked.
+	closing atomic.Bool
+
 	mu       sync.Mutex
 	receipts map[string]func(error) // nil once the connection failed
 	seq      atomic.Uint64
@@ -137,6 +140,7 @@ func (c *Conn) Close(ctx context.Context) error {
 		return nil
 	default:
 	}
+	c.closing.Store(true)
 	err := c.Request(ctx, frame.New(frame.DISCONNECT))
 	c.fail(ErrClosed)
 	if err == ErrClosed {
@@ -159,6 +163,9 @@ func (c *Conn) errOrClosed() error {
 func (c *Conn) fail(err error) {
 	c.failOnce.Do(func() {
 		c.err = err
+		if c.closing.Load() {
+			c.err = ErrClosed
+		}
 		close(c.done)
 		c.nc.Close()
 		c.mu.Lock()

@@ -47,12 +47,47 @@ func newFakeBroker(t *testing.T, connected string, handle func(*frame.Frame, *br
 	return b
 }
 
+// acceptOne listens on loopback and hands the first connection to serve,
+// which may script a broker by hand; the connection and the listener close
+// when serve returns and when the test ends.
+func acceptOne(t *testing.T, serve func(nc net.Conn)) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		serve(nc)
+	}()
+	return ln
+}
+
 func (b *fakeBroker) uri(t *testing.T, query string) URI {
 	u, err := ParseURI("stomp://" + b.ln.Addr().String() + query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// dial connects to b with the URI query and opts, and returns a context
+// ending after timeout for the test's calls; the connection is aborted and
+// the context cancelled when the test ends.
+func (b *fakeBroker) dial(t *testing.T, query string, opts Options, timeout time.Duration) (context.Context, *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, b.uri(t, query), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Abort)
+	return ctx, c
 }
 
 func (b *fakeBroker) serve() {
@@ -111,13 +146,7 @@ func TestReceiptsArePipelined(t *testing.T) {
 			}
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, ""), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "", Options{}, 5*time.Second)
 	if c.Flavour() != ActiveMQ {
 		t.Errorf("flavour = %v, want activemq", c.Flavour())
 	}
@@ -147,18 +176,12 @@ func TestConnectionLossFailsPendingReceipts(t *testing.T) {
 			w.send(frame.New(frame.ERROR, frame.Message, "transaction unknown", frame.ReceiptId, f.Header.Get(frame.Receipt)))
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, ""), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "", Options{}, 5*time.Second)
 	other := make(chan error, 1)
 	if err := c.WriteReceipt(ctx, frame.New(frame.SEND, frame.Destination, "/queue/q"), func(err error) { other <- err }); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Request(ctx, frame.New(frame.COMMIT, frame.Transaction, "t1"))
+	err := c.Request(ctx, frame.New(frame.COMMIT, frame.Transaction, "t1"))
 	var be *BrokerError
 	if !errors.As(err, &be) || be.Message != "transaction unknown" {
 		t.Fatalf("commit error = %v, want the broker's ERROR", err)
@@ -181,13 +204,7 @@ func TestHeartBeatZeroMeansNone(t *testing.T) {
 	// A broker answering heart-beat:0,0 sends nothing while idle; the client must not
 	// time out (go-stomp v3.1.3 does, after its own interval plus 5 s).
 	b := newFakeBroker(t, "heart-beat:0,0", func(*frame.Frame, *brokerWriter) {})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, "?heartBeat=100"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	_, c := b.dial(t, "?heartBeat=100", Options{}, 5*time.Second)
 	if c.expectEvery != 0 || c.sendEvery != 0 {
 		t.Fatalf("heart-beats negotiated as send %v, expect %v; want none", c.sendEvery, c.expectEvery)
 	}
@@ -213,24 +230,14 @@ func TestHeartBeatTimeoutEndsConnection(t *testing.T) {
 }
 
 func TestConnectRefusedByBroker(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
+	ln := acceptOne(t, func(nc net.Conn) {
 		frame.NewReader(nc).Read()
 		w := bufio.NewWriter(nc)
 		(&encoder{w: w}).writeFrame(frame.New(frame.ERROR, frame.Message, "Authentication failed"))
 		w.Flush()
-	}()
+	})
 	u, _ := ParseURI("stomp://alice:s3cret@" + ln.Addr().String())
-	_, err = Dial(context.Background(), u, Options{})
+	_, err := Dial(context.Background(), u, Options{})
 	if err == nil || !strings.Contains(err.Error(), "Authentication failed") {
 		t.Fatalf("err = %v, want the broker's refusal", err)
 	}
@@ -284,13 +291,7 @@ func TestReceiptsFlowWhileDeliveriesAreNotRead(t *testing.T) {
 			w.send(frame.New(frame.RECEIPT, frame.ReceiptId, id))
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, ""), Options{DeliveryQueue: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "", Options{DeliveryQueue: 10}, 10*time.Second)
 	if err := c.Write(ctx, frame.New(frame.SUBSCRIBE, frame.Id, "s", frame.Destination, "/queue/q")); err != nil {
 		t.Fatal(err)
 	}
@@ -315,17 +316,7 @@ func TestReceiptsFlowWhileDeliveriesAreNotRead(t *testing.T) {
 // intervals, never later than two.
 func TestHalfOpenDetectedWithinTwoHeartBeats(t *testing.T) {
 	connect := make(chan string, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
+	ln := acceptOne(t, func(nc net.Conn) {
 		f, err := frame.NewReader(nc).Read()
 		if err != nil {
 			return
@@ -337,7 +328,7 @@ func TestHalfOpenDetectedWithinTwoHeartBeats(t *testing.T) {
 		(&encoder{w: w}).writeFrame(frame.New(frame.CONNECTED, frame.Version, "1.2", frame.HeartBeat, y+","+x))
 		w.Flush()
 		io.Copy(io.Discard, nc) // then silence, the socket open
-	}()
+	})
 	u, _ := ParseURI("stomp://" + ln.Addr().String() + "?heartBeat=1000")
 	c, err := Dial(context.Background(), u, Options{})
 	if err != nil {

@@ -1,7 +1,6 @@
 package stomp
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -32,13 +31,7 @@ func TestSubscribeConsumerFlags(t *testing.T) {
 					subs <- f
 				}
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c, err := Dial(ctx, b.uri(t, tt.query), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Abort()
+			ctx, c := b.dial(t, tt.query, Options{}, 5*time.Second)
 			bc := NewBrokerConn(c)
 			if _, err := bc.Subscribe(ctx, transport.Subscription{ID: "s1", Prefetch: 10, Exclusive: true, Retroactive: true,
 				Destination: destination.Destination{Kind: destination.Queue, Name: "q"}}); err != nil {

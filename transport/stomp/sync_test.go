@@ -1,7 +1,6 @@
 package stomp
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,13 +27,7 @@ func TestOneSyncOnTheWire(t *testing.T) {
 		bw.Store(w)
 		frames <- seen{f.Command, f.Header.Get(frame.Id), f.Header.Get(frame.Receipt)}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, "?heartBeat=0"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "?heartBeat=0", Options{}, 10*time.Second)
 	bc := NewBrokerConn(c)
 	next := func() seen {
 		t.Helper()
@@ -152,13 +145,7 @@ func TestHeldAckGoesBeforeUnsubscribe(t *testing.T) {
 	b := newFakeBroker(t, "", func(f *frame.Frame, w *brokerWriter) {
 		frames <- f.Command + " " + f.Header.Get(frame.Id)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, "?heartBeat=0"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "?heartBeat=0", Options{}, 10*time.Second)
 	bc := NewBrokerConn(c)
 	bc.Settle(ctx, "a", []transport.Ref{ackRef{id: "a1"}}, transport.Accepted)
 	bc.Sync(ctx)
@@ -191,13 +178,7 @@ func TestWriteNowGoesAheadOfLaterWrites(t *testing.T) {
 	b := newFakeBroker(t, "", func(f *frame.Frame, w *brokerWriter) {
 		got <- f.Command + " " + f.Header.Get(frame.Id)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, "?heartBeat=0"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "?heartBeat=0", Options{}, 20*time.Second)
 	const rounds = 500
 	for i := 0; i < rounds; i++ {
 		id := strconv.Itoa(i)

@@ -1,7 +1,6 @@
 package stomp
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -34,13 +33,7 @@ func TestCommitReceiptOnLastSend(t *testing.T) {
 			w.send(frame.New(frame.RECEIPT, frame.ReceiptId, r))
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.uri(t, "?heartBeat=0"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Abort()
+	ctx, c := b.dial(t, "?heartBeat=0", Options{}, 10*time.Second)
 	bc := NewBrokerConn(c)
 	q := destination.Destination{Kind: destination.Queue, Name: "q"}
 	send := func(body string, persistent bool) {
