@@ -299,18 +299,34 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 	if err != nil {
 		return Consumer{}, err
 	}
-	native, predicateBroker, err := parsePredicate(obj["additionalPredicate"])
+	filter, filterBroker, err := parsePredicate(obj["additionalPredicate"])
 	if err != nil {
 		return Consumer{}, err
 	}
-	c.Native = native || len(brokerPath) > 0
-	if native && len(brokerPath) == 0 && predicateBroker != "" {
+	c.SetRoute(sel, brokerPath, filter, filterBroker)
+	return c, nil
+}
+
+// SetRoute fills in what a ConsumerInfo says about where the consumer's
+// demand came from: Selector, Bridge, Replay, Origin, Path and Native. It is
+// the one reading of those fields, whether the ConsumerInfo came as JSON
+// (ParseActiveMQ) or as OpenWire (transport/openwire). selector is the
+// ConsumerInfo's selector, brokerPath its brokerPath, filter whether its
+// additionalPredicate is a NetworkBridgeFilter and filterBroker that filter's
+// networkBrokerId ("" for none).
+//
+// The selector loses hop.ConvertStringPrefix and its brokernet tag; a
+// selector of only white space counts as none. Path is the tag's path
+// followed by brokerPath. A network consumer (Native) has a brokerPath or a
+// NetworkBridgeFilter.
+func (c *Consumer) SetRoute(selector string, brokerPath []string, filter bool, filterBroker string) {
+	c.Native = filter || len(brokerPath) > 0
+	if filter && len(brokerPath) == 0 && filterBroker != "" {
 		// A NetworkBridgeFilter's networkBrokerId is the broker the demand
 		// came from: the last brokerPath entry, should brokerPath be missing.
-		brokerPath = []string{predicateBroker}
+		brokerPath = []string{filterBroker}
 	}
-
-	sel = strings.TrimPrefix(sel, hop.ConvertStringPrefix)
+	sel := strings.TrimPrefix(selector, hop.ConvertStringPrefix)
 	user, tag, isBridge := hop.ParseSelector(sel)
 	if strings.TrimSpace(user) == "" {
 		user = ""
@@ -323,7 +339,6 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 		c.Path = append(c.Path, tag.Path...)
 	}
 	c.Path = append(c.Path, brokerPath...)
-	return c, nil
 }
 
 // parseRemoveInfo reads the body of a RemoveInfo element and returns the
