@@ -41,7 +41,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
@@ -80,7 +80,7 @@ type Config struct {
 type Source struct {
 	cfg  Config
 	log  zerolog.Logger
-	mgmt *rabbitmgmt.Client
+	mgmt *mgmt.Client
 }
 
 // maxUnreachable is how many sessions in a row may find STOMP up and the
@@ -109,12 +109,12 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 		cfg.Management = cfg.URI.Management
 	}
 	if cfg.Management == "" {
-		cfg.Management = rabbitmgmt.DefaultURL(cfg.URI.Host)
+		cfg.Management = mgmt.DefaultURL(cfg.URI.Host)
 	}
 	if cfg.URI.Reconnect.Initial <= 0 {
 		cfg.URI.Reconnect = transport.DefaultReconnect()
 	}
-	m, err := rabbitmgmt.New(cfg.Management, cfg.URI.Login, cfg.URI.Passcode, cfg.HTTPClient)
+	m, err := mgmt.New(cfg.Management, cfg.URI.Login, cfg.URI.Passcode, cfg.HTTPClient)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 
 // Run watches the broker until ctx ends (then it returns nil) or a setup
 // problem that only the operator can fix is found (then it returns an error
-// that errors.Is rabbitmgmt.ErrSetup and names the plugin or setting).
+// that errors.Is mgmt.ErrSetup and names the plugin or setting).
 // Connection failures are logged and retried with URI.Reconnect's back-off.
 //
 // emit is called from Run's goroutine only, in order. Every (re)connection
@@ -140,16 +140,16 @@ func (s *Source) Run(ctx context.Context, emit func(advisory.Event)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, rabbitmgmt.ErrUnreachable) {
+		if errors.Is(err, mgmt.ErrUnreachable) {
 			// A (re)starting node may open STOMP before management; a node
 			// without the plugin never opens it.
 			if unreachable++; unreachable >= maxUnreachable {
-				err = fmt.Errorf("%w: %v", rabbitmgmt.ErrSetup, err)
+				err = fmt.Errorf("%w: %v", mgmt.ErrSetup, err)
 			}
 		} else {
 			unreachable = 0
 		}
-		if errors.Is(err, rabbitmgmt.ErrSetup) {
+		if errors.Is(err, mgmt.ErrSetup) {
 			s.log.Error().Err(err).Msg("RabbitMQ demand source stopped")
 			return err
 		}
@@ -214,7 +214,7 @@ func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up boo
 	}
 	defer conn.Abort()
 	if conn.Flavour() != stomp.RabbitMQ {
-		return false, fmt.Errorf("%w: %s is not RabbitMQ (server %q); set ?flavor= if it is", rabbitmgmt.ErrSetup, s.cfg.URI, conn.Server())
+		return false, fmt.Errorf("%w: %s is not RabbitMQ (server %q); set ?flavor= if it is", mgmt.ErrSetup, s.cfg.URI, conn.Server())
 	}
 	// Bind first: events are published only while bound.
 	for i, key := range rabbitEventKeys {
@@ -224,7 +224,7 @@ func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up boo
 			if errors.As(err, &be) && strings.Contains(be.Message+be.Detail, "not_found") {
 				return false, fmt.Errorf("%w: RabbitMQ at %s has no exchange %s in vhost %q: enable the rabbitmq_event_exchange "+
 					"plugin (rabbitmq-plugins enable rabbitmq_event_exchange), or name its event_exchange.vhost: %v",
-					rabbitmgmt.ErrSetup, s.cfg.URI, EventExchange, s.cfg.EventVHost, err)
+					mgmt.ErrSetup, s.cfg.URI, EventExchange, s.cfg.EventVHost, err)
 			}
 			return false, err
 		}
@@ -312,8 +312,8 @@ func drain(conn *stomp.Conn) []*frame.Frame {
 
 type rabbitSnapshot struct {
 	brokerID  string
-	consumers []rabbitmgmt.Consumer
-	bindings  []rabbitmgmt.Binding
+	consumers []mgmt.Consumer
+	bindings  []mgmt.Binding
 }
 
 func (s *Source) snapshot(ctx context.Context) (rabbitSnapshot, error) {
@@ -325,7 +325,7 @@ func (s *Source) snapshot(ctx context.Context) (rabbitSnapshot, error) {
 	if o.DisableStats {
 		return snap, fmt.Errorf("%w: management statistics are disabled on the RabbitMQ node %s: brokernet needs "+
 			"/api/consumers for its consumer snapshot; unset management.disable_stats and "+
-			"management_agent.disable_metrics_collector", rabbitmgmt.ErrSetup, o.Node)
+			"management_agent.disable_metrics_collector", mgmt.ErrSetup, o.Node)
 	}
 	if snap.brokerID, err = o.BrokerID(); err != nil {
 		return snap, err

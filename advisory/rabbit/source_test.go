@@ -18,7 +18,7 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -34,8 +34,8 @@ func demandOf(m *rabbitModel) []string {
 	return out
 }
 
-func snapConsumer(queue, tag string) rabbitmgmt.Consumer {
-	var c rabbitmgmt.Consumer
+func snapConsumer(queue, tag string) mgmt.Consumer {
+	var c mgmt.Consumer
 	c.Queue.Name, c.Queue.VHost, c.ConsumerTag = queue, "/", tag
 	return c
 }
@@ -57,14 +57,14 @@ func equal(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, 
 func TestRabbitModelSnapshotThenEvents(t *testing.T) {
 	m := newRabbitModel("/", 6*time.Second, zerolog.Nop())
 	m.initial(rabbitSnapshot{
-		consumers: []rabbitmgmt.Consumer{
+		consumers: []mgmt.Consumer{
 			snapConsumer("orders", "T_1"), snapConsumer("orders", "T_1"), // two STOMP clients, same sub id
 			snapConsumer("orders", "T_bn-d1"),           // the bridge itself
 			snapConsumer("stomp-subscription-x", "T_2"), // a topic subscriber's queue
 			snapConsumer("bn_s1.topics", "amq.ctag-1"),  // a bridge queue
 			snapConsumer("invoices", "amq.ctag-Zx"),     // AMQP 0-9-1
 		},
-		bindings: []rabbitmgmt.Binding{
+		bindings: []mgmt.Binding{
 			{Source: "amq.topic", DestinationType: "queue", Destination: "stomp-subscription-x", RoutingKey: "prices.#"},
 			{Source: "amq.topic", DestinationType: "queue", Destination: "bn_s1.topics", RoutingKey: "prices.eu"},
 			{Source: "", DestinationType: "queue", Destination: "orders", RoutingKey: "orders"},
@@ -112,8 +112,8 @@ func TestRabbitModelReconcile(t *testing.T) {
 	later := t0.Add(window + time.Second)
 	m.apply(created("busy", "T_2", "<c3>"), later) // recent: left alone
 	m.reconcile(rabbitSnapshot{
-		consumers: []rabbitmgmt.Consumer{snapConsumer("early", "T_0"), snapConsumer("busy", "T_1")},
-		bindings:  []rabbitmgmt.Binding{{Source: "amq.topic", DestinationType: "queue", Destination: "amq.gen-2", RoutingKey: "b"}},
+		consumers: []mgmt.Consumer{snapConsumer("early", "T_0"), snapConsumer("busy", "T_1")},
+		bindings:  []mgmt.Binding{{Source: "amq.topic", DestinationType: "queue", Destination: "amq.gen-2", RoutingKey: "b"}},
 	}, later)
 	// early: added; stale: its consumer.deleted was lost, removed; busy T_2:
 	// recent, kept although the snapshot does not show it yet; binding a.*
@@ -138,7 +138,7 @@ func TestRabbitModelCreatedDuringFirstSnapshot(t *testing.T) {
 	window := 6 * time.Second
 	m := newRabbitModel("/", window, zerolog.Nop())
 	t0 := time.Now()
-	m.initial(rabbitSnapshot{consumers: []rabbitmgmt.Consumer{snapConsumer("q", "ctag-1")}})
+	m.initial(rabbitSnapshot{consumers: []mgmt.Consumer{snapConsumer("q", "ctag-1")}})
 	m.apply(created("q", "ctag-1", "<c1>"), t0)
 	left := t0.Add(2 * time.Second)
 	m.apply(deleted("q", "ctag-1", "<c1>"), left)
@@ -166,7 +166,7 @@ func TestRabbitModelCreatedDuringFirstSnapshot(t *testing.T) {
 	// lags behind the events.
 	m.apply(created("q", "ctag-2", "<c2>"), retry)
 	m.apply(created("q", "ctag-3", "<c3>"), retry)
-	if r := m.reconcile(rabbitSnapshot{consumers: []rabbitmgmt.Consumer{snapConsumer("q", "ctag-2")}}, retry.Add(time.Second)); !r.IsZero() {
+	if r := m.reconcile(rabbitSnapshot{consumers: []mgmt.Consumer{snapConsumer("q", "ctag-2")}}, retry.Add(time.Second)); !r.IsZero() {
 		t.Fatalf("retry asked for groups without snapshot-only consumers: %v", r.Sub(t0))
 	}
 	if got := demandOf(m); !equal(got, []string{"queue://q", "queue://q"}) {
@@ -372,7 +372,7 @@ func TestSourceStatsDisabled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err = src.Run(ctx, func(advisory.Event) {})
-	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
+	if !errors.Is(err, mgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
 		t.Fatalf("Run = %v, want a setup error naming the setting", err)
 	}
 
@@ -384,7 +384,7 @@ func TestSourceStatsDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = src.Run(ctx, func(advisory.Event) {})
-	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "rabbitmq_management plugin") || !strings.Contains(err.Error(), nowhere) {
+	if !errors.Is(err, mgmt.ErrSetup) || !strings.Contains(err.Error(), "rabbitmq_management plugin") || !strings.Contains(err.Error(), nowhere) {
 		t.Fatalf("Run = %v, want a setup error naming the plugin and the URL", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -66,7 +66,7 @@ const mgmtTimeout = 10 * time.Second
 
 // topicQueue is a connection's shared topic queue and its bindings.
 type topicQueue struct {
-	mgmt  *rabbitmgmt.Client
+	mgmt  *mgmt.Client
 	vhost string
 	name  string
 
@@ -91,9 +91,9 @@ type topicQueue struct {
 func newTopicQueue(u URI) (*topicQueue, error) {
 	base := u.Management
 	if base == "" {
-		base = rabbitmgmt.DefaultURL(u.Host)
+		base = mgmt.DefaultURL(u.Host)
 	}
-	mc, err := rabbitmgmt.New(base, u.User, u.Password, nil)
+	mc, err := mgmt.New(base, u.User, u.Password, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (t *topicQueue) sweep(ctx context.Context) ([]string, error) {
 		}
 		ok, err := t.mgmt.DeleteQueue(ctx, t.vhost, q.Name, true)
 		switch {
-		case errors.Is(err, rabbitmgmt.ErrInUse):
+		case errors.Is(err, mgmt.ErrInUse):
 		case err != nil:
 			errs = append(errs, err)
 		case ok:
