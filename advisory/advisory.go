@@ -1,6 +1,6 @@
 // Package advisory turns ActiveMQ consumer advisories into typed demand
 // events (the Event type that every demand source emits; RabbitMQ's is
-// advisory/rabbit). The brokernet demand tag that brokernet's own demand
+// rabbitmq/events). The brokernet demand tag that brokernet's own demand
 // subscriptions carry in their selectors is read with package hop.
 //
 // ActiveMQ publishes a ConsumerInfo on ActiveMQ.Advisory.Consumer.Queue.<name>
@@ -82,7 +82,7 @@ const (
 	// names it, Destination; its ID is empty.
 	DurableRemoved
 	// SnapshotStart opens a complete list of a demand source's current
-	// consumers (advisory/rabbit's Source, on every connection): the ConsumerAdded
+	// consumers (rabbitmq/events's Source, on every connection): the ConsumerAdded
 	// events up to SnapshotDone are all there is; anything the receiver
 	// knew from the source and that is not re-added is gone. Only Kind and
 	// OriginBrokerID are set.

@@ -3,7 +3,7 @@ package advisory
 import "strings"
 
 // Naming convention of the bridge's own consumers on RabbitMQ, which a
-// RabbitMQ demand source (package advisory/rabbit) must never count as
+// RabbitMQ demand source (package rabbitmq/events) must never count as
 // demand: RabbitMQ has no selector to carry a tag in.
 
 // BridgeTagPrefix starts the STOMP subscription id (RabbitMQ consumer tag

@@ -185,6 +185,3 @@ func (u URI) WithSecrets() string {
 // Redact hides the passcode of a URI-looking string however malformed it is
 // (see uriredact.Redact).
 func Redact(s string) string { return uriredact.Redact(s) }
-
-// EventsURI is u itself: a RabbitMQ broker's demand is read over STOMP.
-func (u URI) EventsURI() (URI, error) { return u, nil }
