@@ -34,10 +34,18 @@ func parse(s string, local bool) (transport.URI, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "stomp", "stomp+ssl", "stomp+tls", "stomps":
+		parse := stomp.ParseRemoteURI
 		if local {
-			return ok1(stomp.ParseURI(s))
+			parse = stomp.ParseURI
 		}
-		return ok1(stomp.ParseRemoteURI(s))
+		u, err := parse(s)
+		if err != nil {
+			return nil, err
+		}
+		// A STOMP URI with ?openwirePort= lists the broker's durable
+		// subscriptions over OpenWire.
+		u.OpenWireLister = openwire.STOMPLister{}
+		return u, nil
 	case "amqp", "amqps", "amqp+ssl", "amqp+tls":
 		return ok1(amqp.ParseURI(s))
 	case "tcp", "ssl":

@@ -59,6 +59,7 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	su.OpenWireLister = STOMPLister{}
 	got, err = su.DurableSubscriptions(ctx, "", include)
 	if err != nil || len(got) != 1 || got[0] != want {
 		t.Fatalf("over STOMP with openwirePort: %+v, %v; want [%+v]", got, err, want)

@@ -51,6 +51,10 @@ type URI struct {
 	// same host (?openwirePort=): the bridge lists the broker's durable
 	// subscriptions there (durables.go).
 	OpenWirePort int
+	// OpenWireLister lists them there: package openwire's STOMPLister, which
+	// transport/endpoint gives every STOMP URI it parses (this package
+	// cannot import openwire). nil: DurableSubscriptions fails.
+	OpenWireLister OpenWireLister
 }
 
 // TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
