@@ -63,6 +63,18 @@ const (
 	topicAdvisoryPrefix = "/topic/ActiveMQ.Advisory.Consumer.Topic."
 )
 
+// BridgeTagPrefix starts the STOMP subscription id (RabbitMQ consumer tag
+// "T_" + id) and the AMQP 0-9-1 consumer tag of every consumer the bridge
+// opens on RabbitMQ. Such consumers are never demand (package rabbitmq
+// recognises them: RabbitMQ has no selector to carry a tag in). Every subscription id
+// the bridge uses already starts with it (package demand's "bn-d1",
+// transport/stomp's "bn-adv-queue").
+//
+// On RabbitMQ 3.10, AMQP 1.0 consumers get the tag "ctag-" + a binary link
+// handle (checked here), whatever the link name: AMQP 1.0 consumers of the
+// bridge cannot be recognised by tag, only by BridgeQueuePrefix.
+const BridgeTagPrefix = "bn-"
+
 // Kind says whether a consumer appeared or went away, or a durable
 // subscription was destroyed.
 type Kind uint8

@@ -45,6 +45,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -435,7 +436,7 @@ func (m *rabbitModel) initial(snap rabbitSnapshot) {
 		g := rabbitGroup{c.Queue.Name, c.ConsumerTag}
 		m.pre[g]++
 		m.preFetch[g] = c.PrefetchCount
-		if advisory.IsBridgeConsumerTag(c.ConsumerTag) {
+		if rabbitmq.IsBridgeConsumerTag(c.ConsumerTag) {
 			m.bridgeQueues[c.Queue.Name] = true
 		}
 	}
@@ -466,7 +467,7 @@ func (m *rabbitModel) apply(ev rabbitEvent, now time.Time) (unattributed bool) {
 	case "consumer.created":
 		g := rabbitGroup{ev.queue, ev.tag}
 		m.touched[g] = now
-		if advisory.IsBridgeConsumerTag(ev.tag) {
+		if rabbitmq.IsBridgeConsumerTag(ev.tag) {
 			m.bridgeQueues[ev.queue] = true
 		}
 		k := liveKey(ev.channel, g)
@@ -638,7 +639,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 	out := map[string]advisory.Consumer{}
 	prefix := "rabbitmq:" + m.vhost + ":"
 	queueDemand := func(q, tag string) bool {
-		return !advisory.IsBridgeConsumerTag(tag) && !advisory.IsBridgeQueue(q) && !advisory.PrivateQueue(q)
+		return !rabbitmq.IsBridgeConsumerTag(tag) && !rabbitmq.IsBridgeQueue(q) && !rabbitmq.PrivateQueue(q)
 	}
 	for _, l := range m.live {
 		if queueDemand(l.g.queue, l.g.tag) {
@@ -656,7 +657,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 		}
 	}
 	for b := range m.binds {
-		if advisory.IsBridgeQueue(b.queue) || m.bridgeQueues[b.queue] {
+		if rabbitmq.IsBridgeQueue(b.queue) || m.bridgeQueues[b.queue] {
 			continue
 		}
 		name, err := destination.TopicFromRabbitKey(b.key)

@@ -17,6 +17,7 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/events"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -151,7 +152,7 @@ func TestSourceDemand(t *testing.T) {
 	subscribe(t, after, "4", "/topic/news.#") // STOMP on RabbitMQ: # is a RabbitMQ wildcard
 	// The bridge's own: never demand.
 	subscribe(t, after, advisory.BridgeTagPrefix+"d1", "/queue/orders")
-	subscribe(t, after, advisory.BridgeTagPrefix+"d2", "/topic/prices.eu", "x-queue-name", advisory.BridgeQueuePrefix+"t.1")
+	subscribe(t, after, advisory.BridgeTagPrefix+"d2", "/topic/prices.eu", "x-queue-name", rabbitmq.BridgeQueuePrefix+"t.1")
 	subscribe(t, after, advisory.BridgeTagPrefix+"d3", "/topic/rates.eu")
 	all := []string{"queue://orders", "queue://orders", "queue://orders", "queue://invoices", "topic://prices.*", "topic://news.>"}
 	stomptest.Eventually(t, 10*time.Second, func() error { return v.want(1, all...) })

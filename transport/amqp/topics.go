@@ -41,7 +41,7 @@ import (
 // transport's RabbitMQ flavour does with its "x-queue-name"). The key's binding
 // goes when its last subscription does, and Q when the connection's last topic
 // subscription does, or when the connection ends. Q's name starts with
-// advisory.BridgeQueuePrefix, so demand sources never count it as demand, and
+// rabbitmq.BridgeQueuePrefix, so demand sources never count it as demand, and
 // reads "bn_amqp.<random>.topics": a later connection deletes such queues that
 // have no consumer, left by a run that could not (a crash, a lost management
 // API), asking the queue to refuse if it is in use.
