@@ -1,5 +1,15 @@
 // Package endpoint parses a broker URI of any protocol, dispatching on its
-// scheme to the transport that owns it.
+// scheme to the transport that owns it, and composes what one transport needs
+// of another: a STOMP URI lists its broker's durable subscriptions over
+// OpenWire (durables.go).
+//
+// It is the top of the transport family: transport (the seam: Conn,
+// Endpoint, DemandSource) is below every protocol package; transport/stomp,
+// transport/amqp and transport/openwire implement it; endpoint imports them
+// all. A RabbitMQ broker's demand source (rabbitmq/events) sits between
+// transport and the protocol packages that name it (stomp and amqp URIs are
+// transport.DemandEndpoints). The bridge imports none of them: it sees
+// transport.Conn, transport.Endpoint and transport.DemandSource only.
 package endpoint
 
 import (
@@ -44,7 +54,7 @@ func parse(s string, local bool) (transport.URI, error) {
 		}
 		// A STOMP URI with ?openwirePort= lists the broker's durable
 		// subscriptions over OpenWire.
-		u.OpenWireLister = openwire.STOMPLister{}
+		u.OpenWireLister = stompDurables{}
 		return u, nil
 	case "amqp", "amqps", "amqp+ssl", "amqp+tls":
 		return ok1(amqp.ParseURI(s))

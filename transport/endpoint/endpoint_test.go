@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/openwire"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
@@ -172,8 +171,8 @@ func TestParseWiresSTOMPDurablesOverOpenWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		su := u.(stomp.URI)
-		if su.OpenWireLister != (openwire.STOMPLister{}) {
-			t.Errorf("OpenWireLister = %#v, want openwire.STOMPLister", su.OpenWireLister)
+		if su.OpenWireLister != (stompDurables{}) {
+			t.Errorf("OpenWireLister = %#v, want stompDurables", su.OpenWireLister)
 		}
 		if _, ok := transport.ListsDurables(u); !ok {
 			t.Error("ListsDurables false")

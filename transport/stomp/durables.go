@@ -33,15 +33,15 @@ type OpenWireTarget struct {
 	ServerName     string
 }
 
-// OpenWireLister lists a broker's durable subscriptions over OpenWire
-// (openwire.STOMPLister). URI.OpenWireLister holds it.
+// OpenWireLister lists a broker's durable subscriptions over OpenWire; a
+// URI's OpenWireLister field holds it (transport/endpoint sets it).
 type OpenWireLister interface {
 	ListDurables(ctx context.Context, t OpenWireTarget, broker string, include []destination.Destination) ([]transport.DurableSubscription, error)
 }
 
 // errNoOpenWire is DurableSubscriptions' error for a URI without an
 // OpenWireLister.
-var errNoOpenWire = errors.New("listing durable subscriptions needs an OpenWire lister: parse the URI with transport/endpoint, or set its OpenWireLister to openwire.STOMPLister")
+var errNoOpenWire = errors.New("listing durable subscriptions needs an OpenWire lister: parse the URI with transport/endpoint")
 
 // ListsDurables reports whether u names the broker's OpenWire port, where its
 // durable subscriptions are listed.

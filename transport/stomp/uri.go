@@ -51,9 +51,9 @@ type URI struct {
 	// same host (?openwirePort=): the bridge lists the broker's durable
 	// subscriptions there (durables.go).
 	OpenWirePort int
-	// OpenWireLister lists them there: package openwire's STOMPLister, which
-	// transport/endpoint gives every STOMP URI it parses (this package
-	// cannot import openwire). nil: DurableSubscriptions fails.
+	// OpenWireLister lists them there, over OpenWire: transport/endpoint
+	// gives one to every STOMP URI it parses (this package cannot import
+	// transport/openwire). nil: DurableSubscriptions fails.
 	OpenWireLister OpenWireLister
 }
 
