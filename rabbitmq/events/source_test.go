@@ -1,6 +1,8 @@
 package events
 
 import (
+	"context"
+	"errors"
 	"sort"
 	"strings"
 	"testing"
@@ -180,5 +182,38 @@ func TestParseRabbitEventMalformed(t *testing.T) {
 	ev, err := parseRabbitEvent(ok)
 	if err != nil || ev.prefetch != 10 || ev.channel != "<n.1.2.0>" {
 		t.Errorf("parse: %+v, %v", ev, err)
+	}
+}
+
+// TestNoExchangeKeepsTheBrokersWords: a refused Subscribe marked NoExchange
+// is ErrNoExchange and still the broker's error, with its message unchanged.
+func TestNoExchangeKeepsTheBrokersWords(t *testing.T) {
+	refused := errors.New("ERROR: not_found: no exchange 'amq.rabbitmq.event' in vhost '/'")
+	err := NoExchange(refused)
+	if !errors.Is(err, ErrNoExchange) || !errors.Is(err, refused) || err.Error() != refused.Error() {
+		t.Fatalf("NoExchange(%v) = %v", refused, err)
+	}
+}
+
+// TestNewSourceNeedsHostAndDialer: a Config without a host or a STOMP dialer
+// is refused before anything connects.
+func TestNewSourceNeedsHostAndDialer(t *testing.T) {
+	dial := func(context.Context, string) (Feed, error) { return nil, errors.New("unused") }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no host", Config{Dial: dial}, "no host"},
+		{"no dialer", Config{Host: "h"}, "no STOMP dialer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewSource(tc.cfg, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewSource = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := NewSource(Config{Host: "h", Dial: dial}, zerolog.Nop()); err != nil {
+		t.Fatalf("NewSource with a host and a dialer: %v", err)
 	}
 }
