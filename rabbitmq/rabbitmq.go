@@ -5,10 +5,12 @@
 // mgmt is a client of the management HTTP API, events the demand source read
 // from the event exchange.
 //
-// Layering: rabbitmq and rabbitmq/mgmt sit low (they import advisory at most);
-// rabbitmq/events sits above package transport (its Source is a
-// transport.DemandSource) and below transport/stomp and transport/amqp, which
-// give it its STOMP connections and name it as their URIs' demand source.
+// Layering: the family sits below package transport and imports no
+// transport: rabbitmq and rabbitmq/mgmt are leaves (rabbitmq reads
+// advisory.BridgeTagPrefix), rabbitmq/events imports them, advisory and
+// destination. Its Source satisfies transport.DemandSource without importing
+// it; transport/stomp and transport/amqp give it STOMP connections and name
+// it as their URIs' demand source.
 package rabbitmq
 
 import (

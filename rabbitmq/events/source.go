@@ -7,7 +7,7 @@
 // carry their data over AMQP 1.0 in no field at all, over STOMP as string
 // headers (booleans and tables are dropped; verified-here.md). The STOMP
 // connection is the caller's (Config.Dial; transport/stomp gives it), so that
-// this package sits below the transports that offer it.
+// this package sits below package transport and the transports that offer it.
 //
 //   - consumer.created / consumer.deleted (headers queue, vhost, consumer_tag,
 //     channel = the channel's pid, prefetch_count) give queue demand;
@@ -45,9 +45,9 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
-	"github.com/brokernet/brokernet/transport"
 )
 
 // EventExchange is the plugin's exchange.
@@ -98,9 +98,9 @@ type Config struct {
 	Login, Passcode string
 	// Management is the management API URL; "" is http://Host:15672.
 	Management string
-	// Reconnect is the back-off between sessions; zero is
-	// transport.DefaultReconnect.
-	Reconnect transport.Reconnect
+	// Reconnect is the back-off between sessions (a broker URI's
+	// transport.Reconnect); zero is the default (1 s doubling to 30 s).
+	Reconnect backoff.Policy
 	// Dial opens a STOMP connection to the broker, logged in to vhost (the
 	// EventVHost). It fails with an error wrapping mgmt.ErrSetup when the
 	// broker is not RabbitMQ. Required.
@@ -119,8 +119,6 @@ type Config struct {
 	// HTTPClient calls the management API; nil gives a 10 s timeout.
 	HTTPClient *http.Client
 }
-
-var _ transport.DemandSource = (*Source)(nil)
 
 // Source turns a RabbitMQ broker's events into demand Events. Create it
 // with NewSource and call Run once.
@@ -162,7 +160,7 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 		cfg.Management = mgmt.DefaultURL(cfg.Host)
 	}
 	if cfg.Reconnect.Initial <= 0 {
-		cfg.Reconnect = transport.DefaultReconnect()
+		cfg.Reconnect = backoff.Default()
 	}
 	m, err := mgmt.New(cfg.Management, cfg.Login, cfg.Passcode, cfg.HTTPClient)
 	if err != nil {

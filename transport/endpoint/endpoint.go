@@ -6,8 +6,8 @@
 // It is the top of the transport family: transport (the seam: Conn,
 // Endpoint, DemandSource) is below every protocol package; transport/stomp,
 // transport/amqp and transport/openwire implement it; endpoint imports them
-// all. A RabbitMQ broker's demand source (rabbitmq/events) sits between
-// transport and the protocol packages that name it (stomp and amqp URIs are
+// all. A RabbitMQ broker's demand source (rabbitmq/events) sits below
+// transport; the protocol packages name it (stomp and amqp URIs are
 // transport.DemandEndpoints). The bridge imports none of them: it sees
 // transport.Conn, transport.Endpoint and transport.DemandSource only.
 package endpoint

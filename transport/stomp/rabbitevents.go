@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/rabbitmq/events"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
@@ -17,7 +18,10 @@ import (
 // demand comes from the rabbitmq_event_exchange plugin, which package
 // rabbitmq/events reads over STOMP connections that this package dials.
 
-var _ transport.DemandEndpoint = URI{}
+var (
+	_ transport.DemandEndpoint = URI{}
+	_ transport.DemandSource   = (*events.Source)(nil)
+)
 
 // DemandSource returns the demand source of the RabbitMQ broker u names: its
 // event exchange, read over STOMP (rabbitmq/events). It does not connect.
@@ -32,7 +36,7 @@ func (u URI) EventsConfig() events.Config {
 	return events.Config{
 		Broker: u.String(), Host: u.Host, VHost: u.VHost,
 		Login: u.Login, Passcode: u.Passcode, Management: u.Management,
-		Reconnect: u.Reconnect,
+		Reconnect: backoff.Policy(u.Reconnect),
 		Dial: func(ctx context.Context, vhost string) (events.Feed, error) {
 			eu := u
 			eu.VHost = vhost
