@@ -1,6 +1,6 @@
 // Package advisory turns ActiveMQ consumer advisories into typed demand
 // events (the Event type that every demand source emits; RabbitMQ's is
-// advisory/rabbit). The brokernet demand tag that brokernet's own demand
+// rabbitmq/events). The brokernet demand tag that brokernet's own demand
 // subscriptions carry in their selectors is read with package hop.
 //
 // ActiveMQ publishes a ConsumerInfo on ActiveMQ.Advisory.Consumer.Queue.<name>
@@ -63,6 +63,18 @@ const (
 	topicAdvisoryPrefix = "/topic/ActiveMQ.Advisory.Consumer.Topic."
 )
 
+// BridgeTagPrefix starts the STOMP subscription id (RabbitMQ consumer tag
+// "T_" + id) and the AMQP 0-9-1 consumer tag of every consumer the bridge
+// opens on RabbitMQ. Such consumers are never demand (package rabbitmq
+// recognises them: RabbitMQ has no selector to carry a tag in). Every subscription id
+// the bridge uses already starts with it (package demand's "bn-d1",
+// transport/stomp's "bn-adv-queue").
+//
+// On RabbitMQ 3.10, AMQP 1.0 consumers get the tag "ctag-" + a binary link
+// handle (checked here), whatever the link name: AMQP 1.0 consumers of the
+// bridge cannot be recognised by tag, only by BridgeQueuePrefix.
+const BridgeTagPrefix = "bn-"
+
 // Kind says whether a consumer appeared or went away, or a durable
 // subscription was destroyed.
 type Kind uint8
@@ -82,7 +94,7 @@ const (
 	// names it, Destination; its ID is empty.
 	DurableRemoved
 	// SnapshotStart opens a complete list of a demand source's current
-	// consumers (advisory/rabbit's Source, on every connection): the ConsumerAdded
+	// consumers (rabbitmq/events's Source, on every connection): the ConsumerAdded
 	// events up to SnapshotDone are all there is; anything the receiver
 	// knew from the source and that is not re-added is gone. Only Kind and
 	// OriginBrokerID are set.
@@ -299,18 +311,34 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 	if err != nil {
 		return Consumer{}, err
 	}
-	native, predicateBroker, err := parsePredicate(obj["additionalPredicate"])
+	filter, filterBroker, err := parsePredicate(obj["additionalPredicate"])
 	if err != nil {
 		return Consumer{}, err
 	}
-	c.Native = native || len(brokerPath) > 0
-	if native && len(brokerPath) == 0 && predicateBroker != "" {
+	c.SetRoute(sel, brokerPath, filter, filterBroker)
+	return c, nil
+}
+
+// SetRoute fills in what a ConsumerInfo says about where the consumer's
+// demand came from: Selector, Bridge, Replay, Origin, Path and Native. It is
+// the one reading of those fields, whether the ConsumerInfo came as JSON
+// (ParseActiveMQ) or as OpenWire (transport/openwire). selector is the
+// ConsumerInfo's selector, brokerPath its brokerPath, filter whether its
+// additionalPredicate is a NetworkBridgeFilter and filterBroker that filter's
+// networkBrokerId ("" for none).
+//
+// The selector loses hop.ConvertStringPrefix and its brokernet tag; a
+// selector of only white space counts as none. Path is the tag's path
+// followed by brokerPath. A network consumer (Native) has a brokerPath or a
+// NetworkBridgeFilter.
+func (c *Consumer) SetRoute(selector string, brokerPath []string, filter bool, filterBroker string) {
+	c.Native = filter || len(brokerPath) > 0
+	if filter && len(brokerPath) == 0 && filterBroker != "" {
 		// A NetworkBridgeFilter's networkBrokerId is the broker the demand
 		// came from: the last brokerPath entry, should brokerPath be missing.
-		brokerPath = []string{predicateBroker}
+		brokerPath = []string{filterBroker}
 	}
-
-	sel = strings.TrimPrefix(sel, hop.ConvertStringPrefix)
+	sel := strings.TrimPrefix(selector, hop.ConvertStringPrefix)
 	user, tag, isBridge := hop.ParseSelector(sel)
 	if strings.TrimSpace(user) == "" {
 		user = ""
@@ -323,7 +351,6 @@ func parseConsumerInfo(raw json.RawMessage) (Consumer, error) {
 		c.Path = append(c.Path, tag.Path...)
 	}
 	c.Path = append(c.Path, brokerPath...)
-	return c, nil
 }
 
 // parseRemoveInfo reads the body of a RemoveInfo element and returns the

@@ -13,6 +13,7 @@ import (
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/endpoint"
 	"github.com/brokernet/brokernet/transport/openwire"
 )
 
@@ -44,13 +45,13 @@ func TestDurableDestroyedWhileBridgeDownIsListed(t *testing.T) {
 			return u
 		}, true},
 		{"over STOMP with openwirePort", func(t *testing.T, _, b *testbroker.ActiveMQ) transport.Endpoint {
-			return stomptest.URI(t, b.StompURI()+"?openwirePort="+strconv.Itoa(b.OpenWirePort())+"&"+backoff)
+			return overOpenWire(t, b.StompURI()+"?openwirePort="+strconv.Itoa(b.OpenWirePort())+"&"+backoff)
 		}, true},
 		// A wrong port, here the local broker's: its listing lacks both
 		// remote durables, and believing it would destroy the offline
 		// subscriber's backlog too. The bridge checks who answered.
 		{"over STOMP with another broker's openwirePort keeps the demand", func(t *testing.T, a, b *testbroker.ActiveMQ) transport.Endpoint {
-			return stomptest.URI(t, b.StompURI()+"?openwirePort="+strconv.Itoa(a.OpenWirePort())+"&"+backoff)
+			return overOpenWire(t, b.StompURI()+"?openwirePort="+strconv.Itoa(a.OpenWirePort())+"&"+backoff)
 		}, false},
 		{"over STOMP without openwirePort keeps the demand", func(t *testing.T, _, b *testbroker.ActiveMQ) transport.Endpoint {
 			return stomptest.URI(t, b.StompURI()+"?"+backoff)
@@ -137,4 +138,16 @@ func durableDestroyedWhileBridgeDown(t *testing.T, a, b *testbroker.ActiveMQ, st
 		t.Fatalf("A kept %d messages for the remote durable subscription it cannot know destroyed, want the 100 published for it", n)
 	}
 	t.Logf("A holds %d messages for the destroyed remote durable subscription", n)
+}
+
+// overOpenWire parses a STOMP URI naming its broker's OpenWire port as
+// configuration does (transport/endpoint), which lists durable subscriptions
+// over OpenWire.
+func overOpenWire(t *testing.T, s string) transport.Endpoint {
+	t.Helper()
+	u, err := endpoint.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

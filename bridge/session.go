@@ -60,7 +60,7 @@ type session struct {
 	expander          *demand.Expander // narrows wildcard demand (narrow.go)
 
 	// sourceEvents carries the remote broker's demand when it comes from a
-	// source beside the connection (RabbitMQ, rabbitmq.go); sourceKnown are the
+	// source beside the connection (RabbitMQ, demandsource.go); sourceKnown are the
 	// consumers it reported, sourceSnap those of the snapshot being read.
 	sourceEvents <-chan sourceEvent
 	sourceKnown  map[string]bool
@@ -243,7 +243,7 @@ func (s *session) run(ctx context.Context) error {
 		if !errors.Is(err, transport.ErrUnsupported) || ri.Flavour != transport.RabbitMQ {
 			return fmt.Errorf("remote broker: %w", err)
 		}
-		if err := s.watchRabbit(ctx, rep); err != nil {
+		if err := s.watchDemandSource(ctx, rep); err != nil {
 			return fmt.Errorf("remote broker demand: %w", err)
 		}
 	}

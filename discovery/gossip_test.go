@@ -272,8 +272,11 @@ func (m *testMember) checkPeers() {
 			m.t.Errorf("member %s: peer %s has URIs %v", m.name, name, p.URIs)
 			continue
 		}
+		// The same broker address (transport.URI): a URI learnt from a peer
+		// is parsed by transport/endpoint, which wires what a hand-parsed
+		// one lacks (a STOMP URI's OpenWire lister).
 		want := mustURIs(m.t, brokerURI(name))[0]
-		if p.URIs[0] != want {
+		if p.URIs[0].WithSecrets() != want.WithSecrets() {
 			m.t.Errorf("member %s: peer %s URI = %+v, want %+v", m.name, name, p.URIs[0], want)
 		}
 		if p.BrokerID != "ID:"+name || p.BrokerName != "broker-"+name {

@@ -9,6 +9,21 @@
 // confirmation arrives as an Event on the connection's one ordered stream, after
 // every delivery the broker sent before it, so a confirmation can never overtake
 // the deliveries that preceded it on the wire.
+//
+// A broker whose connections carry no consumer advisories has a DemandSource
+// beside them, which its Endpoint names (DemandEndpoint): RabbitMQ's event
+// exchange, read by rabbitmq/events.
+//
+// Layering, from the bottom: destination and hop name things; advisory turns
+// broker events into demand events; the rabbitmq family (rabbitmq,
+// rabbitmq/mgmt, rabbitmq/events) speaks to RabbitMQ and imports no
+// transport; transport (this package) is the seam, importing only advisory
+// and destination; the protocol packages transport/stomp, transport/amqp and
+// transport/openwire implement Conn and Endpoint (stomp and amqp name
+// rabbitmq/events as a RabbitMQ broker's DemandSource, and amqp reads it over
+// stomp); transport/endpoint parses any broker URI and composes the
+// protocols. The bridge and demand use this package and never a protocol
+// package.
 package transport
 
 import (

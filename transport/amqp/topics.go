@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -41,7 +41,7 @@ import (
 // transport's RabbitMQ flavour does with its "x-queue-name"). The key's binding
 // goes when its last subscription does, and Q when the connection's last topic
 // subscription does, or when the connection ends. Q's name starts with
-// advisory.BridgeQueuePrefix, so demand sources never count it as demand, and
+// rabbitmq.BridgeQueuePrefix, so demand sources never count it as demand, and
 // reads "bn_amqp.<random>.topics": a later connection deletes such queues that
 // have no consumer, left by a run that could not (a crash, a lost management
 // API), asking the queue to refuse if it is in use.
@@ -66,7 +66,7 @@ const mgmtTimeout = 10 * time.Second
 
 // topicQueue is a connection's shared topic queue and its bindings.
 type topicQueue struct {
-	mgmt  *rabbitmgmt.Client
+	mgmt  *mgmt.Client
 	vhost string
 	name  string
 
@@ -91,9 +91,9 @@ type topicQueue struct {
 func newTopicQueue(u URI) (*topicQueue, error) {
 	base := u.Management
 	if base == "" {
-		base = rabbitmgmt.DefaultURL(u.Host)
+		base = mgmt.DefaultURL(u.Host)
 	}
-	mc, err := rabbitmgmt.New(base, u.User, u.Password, nil)
+	mc, err := mgmt.New(base, u.User, u.Password, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (t *topicQueue) sweep(ctx context.Context) ([]string, error) {
 		}
 		ok, err := t.mgmt.DeleteQueue(ctx, t.vhost, q.Name, true)
 		switch {
-		case errors.Is(err, rabbitmgmt.ErrInUse):
+		case errors.Is(err, mgmt.ErrInUse):
 		case err != nil:
 			errs = append(errs, err)
 		case ok:

@@ -14,7 +14,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/transporttest"
 )
@@ -28,9 +28,9 @@ func mgmtURI(r *testbroker.RabbitMQ) string {
 	return r.AMQPURI() + "?management=" + url.QueryEscape(r.ManagementURL())
 }
 
-func mgmtClient(t *testing.T, r *testbroker.RabbitMQ) *rabbitmgmt.Client {
+func mgmtClient(t *testing.T, r *testbroker.RabbitMQ) *mgmt.Client {
 	t.Helper()
-	mc, err := rabbitmgmt.New(r.ManagementURL(), "guest", "guest", nil)
+	mc, err := mgmt.New(r.ManagementURL(), "guest", "guest", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func mgmtClient(t *testing.T, r *testbroker.RabbitMQ) *rabbitmgmt.Client {
 
 // bound lists the routing keys binding queue q to amq.topic, and every queue
 // bound to amq.topic with one of keys.
-func bound(t *testing.T, mc *rabbitmgmt.Client, q string, keys ...string) (qKeys []string, others []string) {
+func bound(t *testing.T, mc *mgmt.Client, q string, keys ...string) (qKeys []string, others []string) {
 	t.Helper()
 	bs, err := mc.Bindings(context.Background(), "/")
 	if err != nil {
@@ -59,7 +59,7 @@ func bound(t *testing.T, mc *rabbitmgmt.Client, q string, keys ...string) (qKeys
 	return qKeys, others
 }
 
-func queueExists(t *testing.T, mc *rabbitmgmt.Client, name string) bool {
+func queueExists(t *testing.T, mc *mgmt.Client, name string) bool {
 	t.Helper()
 	ok, err := mc.QueueExists(context.Background(), "/", name)
 	if err != nil {

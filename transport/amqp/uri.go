@@ -1,21 +1,18 @@
 package amqp
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/brokernet/brokernet/internal/backoff"
 	"github.com/brokernet/brokernet/internal/brokeruri"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 var _ transport.Endpoint = URI{}
@@ -198,25 +195,3 @@ func (u URI) TLSOptions() tlsconf.Options {
 
 // tlsConfig builds the client TLS configuration the URI asks for.
 func (u URI) tlsConfig() (*tls.Config, error) { return u.TLSOptions().Config(u.Host) }
-
-// EventsURI is the STOMP address of the same RabbitMQ broker, where its demand
-// (the event exchange) is read: port StompPort (default 61613), the same
-// credentials, vhost, management URL and back-off.
-func (u URI) EventsURI() (stomp.URI, error) {
-	host := u.Host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	su, err := stomp.ParseURI("stomp://" + host + ":" + strconv.Itoa(cmp.Or(u.StompPort, stomp.DefaultPort)))
-	if err != nil {
-		return su, err
-	}
-	su.Login, su.Passcode = u.User, u.Password
-	if u.VHost != "" {
-		su.VHost = u.VHost
-	}
-	su.Management = u.Management
-	su.Flavour = stomp.RabbitMQ
-	su.Reconnect = u.Reconnect
-	return su, nil
-}

@@ -1,5 +1,15 @@
 // Package endpoint parses a broker URI of any protocol, dispatching on its
-// scheme to the transport that owns it.
+// scheme to the transport that owns it, and composes what one transport needs
+// of another: a STOMP URI lists its broker's durable subscriptions over
+// OpenWire (durables.go).
+//
+// It is the top of the transport family: transport (the seam: Conn,
+// Endpoint, DemandSource) is below every protocol package; transport/stomp,
+// transport/amqp and transport/openwire implement it; endpoint imports them
+// all. A RabbitMQ broker's demand source (rabbitmq/events) sits below
+// transport; the protocol packages name it (stomp and amqp URIs are
+// transport.DemandEndpoints). The bridge imports none of them: it sees
+// transport.Conn, transport.Endpoint and transport.DemandSource only.
 package endpoint
 
 import (
@@ -34,10 +44,18 @@ func parse(s string, local bool) (transport.URI, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "stomp", "stomp+ssl", "stomp+tls", "stomps":
+		parse := stomp.ParseRemoteURI
 		if local {
-			return ok1(stomp.ParseURI(s))
+			parse = stomp.ParseURI
 		}
-		return ok1(stomp.ParseRemoteURI(s))
+		u, err := parse(s)
+		if err != nil {
+			return nil, err
+		}
+		// A STOMP URI with ?openwirePort= lists the broker's durable
+		// subscriptions over OpenWire.
+		u.OpenWireLister = stompDurables{}
+		return u, nil
 	case "amqp", "amqps", "amqp+ssl", "amqp+tls":
 		return ok1(amqp.ParseURI(s))
 	case "tcp", "ssl":

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/transport"
+	"github.com/brokernet/brokernet/transport/stomp"
 )
 
 // marker is the passcode the redaction tests plant; no error may contain it.
@@ -157,6 +158,24 @@ func TestWithDefaultsFillsOnlyWhatTheURILeavesOpen(t *testing.T) {
 		}
 		if own.WithDefaults(transport.Defaults{}).WithSecrets() != own.WithSecrets() {
 			t.Errorf("%s: empty defaults changed the URI", scheme)
+		}
+	}
+}
+
+// TestParseWiresSTOMPDurablesOverOpenWire: a STOMP URI parsed here, locally or
+// from a peer, lists its broker's durable subscriptions over OpenWire.
+func TestParseWiresSTOMPDurablesOverOpenWire(t *testing.T) {
+	for _, parse := range []func(string) (transport.URI, error){Parse, ParseRemote} {
+		u, err := parse("stomp://h:61613?openwirePort=61616")
+		if err != nil {
+			t.Fatal(err)
+		}
+		su := u.(stomp.URI)
+		if su.OpenWireLister != (stompDurables{}) {
+			t.Errorf("OpenWireLister = %#v, want stompDurables", su.OpenWireLister)
+		}
+		if _, ok := transport.ListsDurables(u); !ok {
+			t.Error("ListsDurables false")
 		}
 	}
 }

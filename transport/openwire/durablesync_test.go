@@ -2,14 +2,12 @@ package openwire
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/testbroker"
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
 	"github.com/brokernet/brokernet/transport/transporttest"
 )
 
@@ -54,15 +52,6 @@ func TestDurableSubscriptionsListsOfflineOnes(t *testing.T) {
 	}
 	if got, err := u.DurableSubscriptions(ctx, "ID:another-broker", include); err == nil || !strings.Contains(err.Error(), "answered by broker") {
 		t.Fatalf("asking for another broker: %+v, %v; want an error naming the broker that answered", got, err)
-	}
-	// A STOMP URI naming the broker's OpenWire port lists the same, over OpenWire.
-	su, err := stomp.ParseURI(b.StompURI() + "?openwirePort=" + strconv.Itoa(b.OpenWirePort()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err = su.DurableSubscriptions(ctx, "", include)
-	if err != nil || len(got) != 1 || got[0] != want {
-		t.Fatalf("over STOMP with openwirePort: %+v, %v; want [%+v]", got, err, want)
 	}
 	stok, _ := c.Sync(ctx)
 	transporttest.WaitToken(t, c, stok)

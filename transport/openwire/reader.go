@@ -10,7 +10,6 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/hop"
 	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -266,9 +265,8 @@ func (c *Conn) destinationAdvisory(m *message, di *destinationInfo) {
 	c.events.push(transport.Event{Kind: transport.DestinationChanged, Destination: ev})
 }
 
-// consumerOf maps a ConsumerInfo as the JSON path does: the selector without
-// ConvertStringPrefix and brokernet tag, Path = tag path then brokerPath,
-// Native for a brokerPath or NetworkBridgeFilter.
+// consumerOf maps a ConsumerInfo as the JSON path does (advisory.Consumer.SetRoute
+// reads the selector, brokerPath and NetworkBridgeFilter for both).
 func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 	if x.ConsumerID == nil || x.ConsumerID.ConnectionID == "" {
 		return advisory.Consumer{}, errors.New("ConsumerInfo without consumerId")
@@ -295,24 +293,12 @@ func consumerOf(x *consumerInfo) (advisory.Consumer, error) {
 			brokerPath = append(brokerPath, b.Value)
 		}
 	}
-	filter, native := x.AdditionalPredicate.(*networkBridgeFilter)
-	c.Native = native || len(brokerPath) > 0
-	if native && len(brokerPath) == 0 && filter.NetworkBrokerID != nil && filter.NetworkBrokerID.Value != "" {
-		brokerPath = []string{filter.NetworkBrokerID.Value}
+	filterBroker := ""
+	filter, isFilter := x.AdditionalPredicate.(*networkBridgeFilter)
+	if isFilter && filter != nil && filter.NetworkBrokerID != nil {
+		filterBroker = filter.NetworkBrokerID.Value
 	}
-	sel := strings.TrimPrefix(x.Selector, hop.ConvertStringPrefix)
-	user, tag, isBridge := hop.ParseSelector(sel)
-	if strings.TrimSpace(user) == "" {
-		user = ""
-	}
-	c.Selector = user
-	if isBridge {
-		c.Bridge = true
-		c.Replay = tag.Replay
-		c.Origin = tag.Origin
-		c.Path = append(c.Path, tag.Path...)
-	}
-	c.Path = append(c.Path, brokerPath...)
+	c.SetRoute(x.Selector, brokerPath, isFilter, filterBroker)
 	return c, nil
 }
 

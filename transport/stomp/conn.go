@@ -13,7 +13,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/advisory"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -268,7 +268,7 @@ func (b *BrokerConn) learnBrokerID(ctx context.Context) (string, error) {
 	if b.c.Flavour() == RabbitMQ {
 		// RabbitMQ tells its cluster name through the management API.
 		u := b.c.URI()
-		m, err := rabbitmgmt.New(cmp.Or(u.Management, rabbitmgmt.DefaultURL(u.Host)), u.Login, u.Passcode, nil)
+		m, err := mgmt.New(cmp.Or(u.Management, mgmt.DefaultURL(u.Host)), u.Login, u.Passcode, nil)
 		if err != nil {
 			return "", err
 		}

@@ -33,23 +33,15 @@ type OpenWireTarget struct {
 	ServerName     string
 }
 
-// OpenWireLister lists a broker's durable subscriptions over OpenWire.
-type OpenWireLister func(ctx context.Context, t OpenWireTarget, broker string, include []destination.Destination) ([]transport.DurableSubscription, error)
+// OpenWireLister lists a broker's durable subscriptions over OpenWire; a
+// URI's OpenWireLister field holds it (transport/endpoint sets it).
+type OpenWireLister interface {
+	ListDurables(ctx context.Context, t OpenWireTarget, broker string, include []destination.Destination) ([]transport.DurableSubscription, error)
+}
 
-// openWireLister is set once, by package openwire's init (SetOpenWireLister).
-// Package stomp cannot import openwire: openwire's own tests import the
-// bridge and the STOMP test helpers, which import stomp, and Go refuses that
-// cycle. Every program that parses broker URIs through transport/endpoint
-// links openwire, and so has it.
-var openWireLister OpenWireLister
-
-// SetOpenWireLister installs how STOMP URIs with an openwirePort list durable
-// subscriptions. Package openwire calls it from init; nothing else should.
-func SetOpenWireLister(f OpenWireLister) { openWireLister = f }
-
-// errNoOpenWire is DurableSubscriptions' error in a program without package
-// openwire.
-var errNoOpenWire = errors.New("listing durable subscriptions needs package transport/openwire, which this program does not link")
+// errNoOpenWire is DurableSubscriptions' error for a URI without an
+// OpenWireLister.
+var errNoOpenWire = errors.New("listing durable subscriptions needs an OpenWire lister: parse the URI with transport/endpoint")
 
 // ListsDurables reports whether u names the broker's OpenWire port, where its
 // durable subscriptions are listed.
@@ -70,8 +62,8 @@ func (u URI) DurableSubscriptions(ctx context.Context, broker string, include []
 	if !u.ListsDurables() {
 		return nil, fmt.Errorf("%s: no openwirePort to list durable subscriptions on", u)
 	}
-	if openWireLister == nil {
+	if u.OpenWireLister == nil {
 		return nil, errNoOpenWire
 	}
-	return openWireLister(ctx, u.OpenWire(), broker, include)
+	return u.OpenWireLister.ListDurables(ctx, u.OpenWire(), broker, include)
 }

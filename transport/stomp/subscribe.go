@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -33,7 +34,7 @@ type subInfo struct {
 
 // RabbitMQ shows the bridge's own consumers in its events; brokernet's naming
 // convention (advisory.BridgeTagPrefix for subscription ids, which every
-// subscription id here already starts with, and advisory.BridgeQueuePrefix for
+// subscription id here already starts with, and rabbitmq.BridgeQueuePrefix for
 // the queues it declares) keeps them from being taken for demand.
 
 // Subscribe sends SUBSCRIBE and waits for the broker's receipt, so that the
@@ -93,9 +94,9 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 			// however many of its bindings match (prices.eu and prices.*), and
 			// its delivery ids differ per copy, so copies in separate queues
 			// could not be told apart.
-			q := advisory.BridgeQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
+			q := rabbitmq.BridgeQueuePrefix + sanitizeQueue(b.c.Session()) + ".topics"
 			if sub.DurableName != "" {
-				q = advisory.BridgeQueuePrefix + sanitizeQueue(sub.DurableName)
+				q = rabbitmq.BridgeQueuePrefix + sanitizeQueue(sub.DurableName)
 				f.Header.Add("durable", "true")
 				f.Header.Add("auto-delete", "false")
 			}
@@ -181,7 +182,7 @@ func (b *BrokerConn) DestroyDurable(ctx context.Context, sub transport.Subscript
 		// with the subscription's durable headers.
 		f.Header.Add("durable", "true")
 		f.Header.Add("persistent", "true")
-		f.Header.Add("x-queue-name", advisory.BridgeQueuePrefix+sanitizeQueue(sub.DurableName))
+		f.Header.Add("x-queue-name", rabbitmq.BridgeQueuePrefix+sanitizeQueue(sub.DurableName))
 	default:
 		f.Header.Add("activemq.subscriptionName", sub.DurableName)
 	}

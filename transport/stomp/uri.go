@@ -51,6 +51,10 @@ type URI struct {
 	// same host (?openwirePort=): the bridge lists the broker's durable
 	// subscriptions there (durables.go).
 	OpenWirePort int
+	// OpenWireLister lists them there, over OpenWire: transport/endpoint
+	// gives one to every STOMP URI it parses (this package cannot import
+	// transport/openwire). nil: DurableSubscriptions fails.
+	OpenWireLister OpenWireLister
 }
 
 // TLSOptions returns the URI's TLS settings (meaningful when TLS is set).
@@ -185,6 +189,3 @@ func (u URI) WithSecrets() string {
 // Redact hides the passcode of a URI-looking string however malformed it is
 // (see uriredact.Redact).
 func Redact(s string) string { return uriredact.Redact(s) }
-
-// EventsURI is u itself: a RabbitMQ broker's demand is read over STOMP.
-func (u URI) EventsURI() (URI, error) { return u, nil }

@@ -1,4 +1,4 @@
-package rabbitmgmt_test
+package mgmt_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 )
 
 func TestQueueCalls(t *testing.T) {
@@ -46,7 +46,7 @@ func TestQueueCalls(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := rabbitmgmt.New(srv.URL, "guest", "s3cret", nil)
+	c, err := mgmt.New(srv.URL, "guest", "s3cret", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestQueueCalls(t *testing.T) {
 	if err := c.Unbind(ctx, "/", "amq.topic", "gone", "p.eu"); err != nil {
 		t.Errorf("Unbind of a missing queue: %v, want nil", err)
 	}
-	if ok, err := c.DeleteQueue(ctx, "/", "busy", true); ok || !errors.Is(err, rabbitmgmt.ErrInUse) {
+	if ok, err := c.DeleteQueue(ctx, "/", "busy", true); ok || !errors.Is(err, mgmt.ErrInUse) {
 		t.Errorf("DeleteQueue(busy) = %v, %v; want ErrInUse", ok, err)
 	}
 	if ok, err := c.DeleteQueue(ctx, "/", "idle", true); !ok || err != nil {

@@ -1,8 +1,13 @@
-// Package rabbit turns a RabbitMQ broker's events into advisory demand
-// events: demand comes from the rabbitmq_event_exchange plugin's exchange
-// amq.rabbitmq.event (peer-systems.md §1c), read over STOMP: on 3.10 its
-// messages carry their data over AMQP 1.0 in no field at all, over STOMP as
-// string headers (booleans and tables are dropped; verified-here.md).
+// Package events reads a RabbitMQ broker's demand: it turns the events of
+// the rabbitmq_event_exchange plugin's exchange amq.rabbitmq.event
+// (peer-systems.md §1c), with snapshots from the management API
+// (rabbitmq/mgmt), into advisory demand events. Its Source is the
+// transport.DemandSource of a RabbitMQ broker, whatever protocol carries the
+// messages: the events are read over STOMP, because on 3.10 their messages
+// carry their data over AMQP 1.0 in no field at all, over STOMP as string
+// headers (booleans and tables are dropped; verified-here.md). The STOMP
+// connection is the caller's (Config.Dial; transport/stomp gives it), so that
+// this package sits below package transport and the transports that offer it.
 //
 //   - consumer.created / consumer.deleted (headers queue, vhost, consumer_tag,
 //     channel = the channel's pid, prefetch_count) give queue demand;
@@ -23,7 +28,7 @@
 // snapshot-only consumers per (queue, consumer tag) and corrects that count
 // from later snapshots, for each (queue, tag) that had no event during the
 // statistics window before the snapshot, where the snapshot is known exact.
-package rabbit
+package events
 
 import (
 	"context"
@@ -33,7 +38,6 @@ import (
 	"path"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-stomp/stomp/v3/frame"
@@ -41,9 +45,9 @@ import (
 
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/rabbitmgmt"
-	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
+	"github.com/brokernet/brokernet/internal/backoff"
+	"github.com/brokernet/brokernet/rabbitmq"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 )
 
 // EventExchange is the plugin's exchange.
@@ -52,19 +56,60 @@ const EventExchange = "amq.rabbitmq.event"
 // rabbitEventKeys are the routing keys Source binds, in order.
 var rabbitEventKeys = []string{"consumer.*", "binding.*", "channel.closed", "connection.closed"}
 
+// Feed is a STOMP connection to the broker as Source reads the event
+// exchange from it (transport/stomp's Conn, behind Config.Dial).
+type Feed interface {
+	// Subscribe binds dest ("/exchange/amq.rabbitmq.event/KEY") as
+	// subscription id with the given ack mode, and waits for the broker to
+	// accept it. A missing exchange gives an error wrapping ErrNoExchange.
+	Subscribe(ctx context.Context, id, dest, ack string) error
+	// Deliveries are the MESSAGE frames received, in order; it is closed
+	// when the connection ends.
+	Deliveries() <-chan *frame.Frame
+	// Done is closed when the connection has ended; Err then says why.
+	Done() <-chan struct{}
+	Err() error
+	// Abort ends the connection at once.
+	Abort()
+}
+
+// ErrNoExchange is what a Feed's Subscribe wraps when the broker has no
+// exchange amq.rabbitmq.event in the vhost (the plugin is not enabled, or
+// its event_exchange.vhost is another).
+var ErrNoExchange = errors.New("no such exchange")
+
+// NoExchange marks err, a Subscribe the broker refused for want of the
+// exchange, as ErrNoExchange; its message stays err's.
+func NoExchange(err error) error { return noExchange{err} }
+
+type noExchange struct{ error }
+
+func (e noExchange) Unwrap() []error { return []error{e.error, ErrNoExchange} }
+
 // Config configures a Source.
 type Config struct {
-	// URI is the STOMP address of the RabbitMQ broker (its VHost is the
-	// vhost watched; Reconnect is the back-off between sessions).
-	URI stomp.URI
+	// Broker names the broker in logs and errors: a URI without credentials.
+	Broker string
+	// Host is the broker's host, where the management API is by default.
+	Host string
+	// VHost is the vhost watched. Default "/".
+	VHost string
+	// Login and Passcode log in to the management API.
+	Login, Passcode string
+	// Management is the management API URL; "" is http://Host:15672.
+	Management string
+	// Reconnect is the back-off between sessions (a broker URI's
+	// transport.Reconnect); zero is the default (1 s doubling to 30 s).
+	Reconnect backoff.Policy
+	// Dial opens a STOMP connection to the broker, logged in to vhost (the
+	// EventVHost). It fails with an error wrapping mgmt.ErrSetup when the
+	// broker is not RabbitMQ. Required.
+	Dial func(ctx context.Context, vhost string) (Feed, error)
 	// EventVHost is the vhost that holds amq.rabbitmq.event (the broker's
 	// event_exchange.vhost), which carries the events of every vhost.
 	// Default "/". The event connection logs in there; events and
-	// snapshots are filtered to URI.VHost.
+	// snapshots are filtered to VHost.
 	EventVHost string
-	// Management is the management API URL; "" takes URI.Management, and
-	// failing that http://HOST:15672. The API is called with URI's login.
-	Management string
 	// StatsInterval is the broker's collect_statistics_interval, how stale a
 	// consumer snapshot can be. Default 5 s, RabbitMQ's default.
 	StatsInterval time.Duration
@@ -80,7 +125,7 @@ type Config struct {
 type Source struct {
 	cfg  Config
 	log  zerolog.Logger
-	mgmt *rabbitmgmt.Client
+	mgmt *mgmt.Client
 }
 
 // maxUnreachable is how many sessions in a row may find STOMP up and the
@@ -93,8 +138,14 @@ const statsMargin = time.Second
 
 // NewSource checks cfg and returns a source; it does not connect.
 func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
-	if cfg.URI.Host == "" {
-		return nil, errors.New("RabbitMQ demand source: URI has no host")
+	if cfg.Host == "" {
+		return nil, errors.New("RabbitMQ demand source: no host")
+	}
+	if cfg.Dial == nil {
+		return nil, errors.New("RabbitMQ demand source: no STOMP dialer")
+	}
+	if cfg.VHost == "" {
+		cfg.VHost = "/"
 	}
 	if cfg.EventVHost == "" {
 		cfg.EventVHost = "/"
@@ -106,25 +157,22 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 		cfg.ResyncInterval = 30 * time.Second
 	}
 	if cfg.Management == "" {
-		cfg.Management = cfg.URI.Management
+		cfg.Management = mgmt.DefaultURL(cfg.Host)
 	}
-	if cfg.Management == "" {
-		cfg.Management = rabbitmgmt.DefaultURL(cfg.URI.Host)
+	if cfg.Reconnect.Initial <= 0 {
+		cfg.Reconnect = backoff.Default()
 	}
-	if cfg.URI.Reconnect.Initial <= 0 {
-		cfg.URI.Reconnect = transport.DefaultReconnect()
-	}
-	m, err := rabbitmgmt.New(cfg.Management, cfg.URI.Login, cfg.URI.Passcode, cfg.HTTPClient)
+	m, err := mgmt.New(cfg.Management, cfg.Login, cfg.Passcode, cfg.HTTPClient)
 	if err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, log: log.With().Str("demand", "rabbitmq").Str("broker", cfg.URI.String()).Logger(), mgmt: m}, nil
+	return &Source{cfg: cfg, log: log.With().Str("demand", "rabbitmq").Str("broker", cfg.Broker).Logger(), mgmt: m}, nil
 }
 
 // Run watches the broker until ctx ends (then it returns nil) or a setup
 // problem that only the operator can fix is found (then it returns an error
-// that errors.Is rabbitmgmt.ErrSetup and names the plugin or setting).
-// Connection failures are logged and retried with URI.Reconnect's back-off.
+// that errors.Is mgmt.ErrSetup and names the plugin or setting).
+// Connection failures are logged and retried with Config.Reconnect's back-off.
 //
 // emit is called from Run's goroutine only, in order. Every (re)connection
 // starts with an Event of Kind advisory.SnapshotStart, then a advisory.ConsumerAdded for every
@@ -140,24 +188,24 @@ func (s *Source) Run(ctx context.Context, emit func(advisory.Event)) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, rabbitmgmt.ErrUnreachable) {
+		if errors.Is(err, mgmt.ErrUnreachable) {
 			// A (re)starting node may open STOMP before management; a node
 			// without the plugin never opens it.
 			if unreachable++; unreachable >= maxUnreachable {
-				err = fmt.Errorf("%w: %v", rabbitmgmt.ErrSetup, err)
+				err = fmt.Errorf("%w: %v", mgmt.ErrSetup, err)
 			}
 		} else {
 			unreachable = 0
 		}
-		if errors.Is(err, rabbitmgmt.ErrSetup) {
+		if errors.Is(err, mgmt.ErrSetup) {
 			s.log.Error().Err(err).Msg("RabbitMQ demand source stopped")
 			return err
 		}
 		if up {
 			attempt = 0
 		}
-		s.log.Warn().Err(err).Dur("retry_in", s.cfg.URI.Reconnect.Delay(attempt)).Msg("RabbitMQ demand source disconnected")
-		if !s.cfg.URI.Reconnect.Sleep(ctx, attempt) {
+		s.log.Warn().Err(err).Dur("retry_in", s.cfg.Reconnect.Delay(attempt)).Msg("RabbitMQ demand source disconnected")
+		if !s.cfg.Reconnect.Sleep(ctx, attempt) {
 			return nil
 		}
 		attempt++
@@ -206,30 +254,24 @@ func parseRabbitEvent(f *frame.Frame) (rabbitEvent, error) {
 // session runs one connection: bind, snapshot, reconcile, follow events.
 // up reports whether the initial snapshot was delivered.
 func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up bool, err error) {
-	eu := s.cfg.URI
-	eu.VHost = s.cfg.EventVHost
-	conn, err := stomp.Dial(ctx, eu, stomp.Options{})
+	conn, err := s.cfg.Dial(ctx, s.cfg.EventVHost)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Abort()
-	if conn.Flavour() != stomp.RabbitMQ {
-		return false, fmt.Errorf("%w: %s is not RabbitMQ (server %q); set ?flavor= if it is", rabbitmgmt.ErrSetup, s.cfg.URI, conn.Server())
-	}
 	// Bind first: events are published only while bound.
 	for i, key := range rabbitEventKeys {
 		id := advisory.BridgeTagPrefix + "events-" + strconv.Itoa(i)
 		if err := conn.Subscribe(ctx, id, "/exchange/"+EventExchange+"/"+key, "auto"); err != nil {
-			var be *stomp.BrokerError
-			if errors.As(err, &be) && strings.Contains(be.Message+be.Detail, "not_found") {
+			if errors.Is(err, ErrNoExchange) {
 				return false, fmt.Errorf("%w: RabbitMQ at %s has no exchange %s in vhost %q: enable the rabbitmq_event_exchange "+
 					"plugin (rabbitmq-plugins enable rabbitmq_event_exchange), or name its event_exchange.vhost: %v",
-					rabbitmgmt.ErrSetup, s.cfg.URI, EventExchange, s.cfg.EventVHost, err)
+					mgmt.ErrSetup, s.cfg.Broker, EventExchange, s.cfg.EventVHost, err)
 			}
 			return false, err
 		}
 	}
-	m := newRabbitModel(s.cfg.URI.VHost, s.cfg.StatsInterval+statsMargin, s.log)
+	m := newRabbitModel(s.cfg.VHost, s.cfg.StatsInterval+statsMargin, s.log)
 	snapStart := time.Now()
 	snap, err := s.snapshot(ctx)
 	if err != nil {
@@ -295,7 +337,7 @@ func (s *Source) session(ctx context.Context, emit func(advisory.Event)) (up boo
 }
 
 // drain returns the deliveries already received, without waiting.
-func drain(conn *stomp.Conn) []*frame.Frame {
+func drain(conn Feed) []*frame.Frame {
 	var out []*frame.Frame
 	for {
 		select {
@@ -312,8 +354,8 @@ func drain(conn *stomp.Conn) []*frame.Frame {
 
 type rabbitSnapshot struct {
 	brokerID  string
-	consumers []rabbitmgmt.Consumer
-	bindings  []rabbitmgmt.Binding
+	consumers []mgmt.Consumer
+	bindings  []mgmt.Binding
 }
 
 func (s *Source) snapshot(ctx context.Context) (rabbitSnapshot, error) {
@@ -325,15 +367,15 @@ func (s *Source) snapshot(ctx context.Context) (rabbitSnapshot, error) {
 	if o.DisableStats {
 		return snap, fmt.Errorf("%w: management statistics are disabled on the RabbitMQ node %s: brokernet needs "+
 			"/api/consumers for its consumer snapshot; unset management.disable_stats and "+
-			"management_agent.disable_metrics_collector", rabbitmgmt.ErrSetup, o.Node)
+			"management_agent.disable_metrics_collector", mgmt.ErrSetup, o.Node)
 	}
 	if snap.brokerID, err = o.BrokerID(); err != nil {
 		return snap, err
 	}
-	if snap.consumers, err = s.mgmt.Consumers(ctx, s.cfg.URI.VHost); err != nil {
+	if snap.consumers, err = s.mgmt.Consumers(ctx, s.cfg.VHost); err != nil {
 		return snap, err
 	}
-	if snap.bindings, err = s.mgmt.Bindings(ctx, s.cfg.URI.VHost); err != nil {
+	if snap.bindings, err = s.mgmt.Bindings(ctx, s.cfg.VHost); err != nil {
 		return snap, err
 	}
 	return snap, nil
@@ -392,7 +434,7 @@ func (m *rabbitModel) initial(snap rabbitSnapshot) {
 		g := rabbitGroup{c.Queue.Name, c.ConsumerTag}
 		m.pre[g]++
 		m.preFetch[g] = c.PrefetchCount
-		if advisory.IsBridgeConsumerTag(c.ConsumerTag) {
+		if rabbitmq.IsBridgeConsumerTag(c.ConsumerTag) {
 			m.bridgeQueues[c.Queue.Name] = true
 		}
 	}
@@ -423,7 +465,7 @@ func (m *rabbitModel) apply(ev rabbitEvent, now time.Time) (unattributed bool) {
 	case "consumer.created":
 		g := rabbitGroup{ev.queue, ev.tag}
 		m.touched[g] = now
-		if advisory.IsBridgeConsumerTag(ev.tag) {
+		if rabbitmq.IsBridgeConsumerTag(ev.tag) {
 			m.bridgeQueues[ev.queue] = true
 		}
 		k := liveKey(ev.channel, g)
@@ -595,7 +637,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 	out := map[string]advisory.Consumer{}
 	prefix := "rabbitmq:" + m.vhost + ":"
 	queueDemand := func(q, tag string) bool {
-		return !advisory.IsBridgeConsumerTag(tag) && !advisory.IsBridgeQueue(q) && !advisory.PrivateQueue(q)
+		return !rabbitmq.IsBridgeConsumerTag(tag) && !rabbitmq.IsBridgeQueue(q) && !rabbitmq.PrivateQueue(q)
 	}
 	for _, l := range m.live {
 		if queueDemand(l.g.queue, l.g.tag) {
@@ -613,7 +655,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 		}
 	}
 	for b := range m.binds {
-		if advisory.IsBridgeQueue(b.queue) || m.bridgeQueues[b.queue] {
+		if rabbitmq.IsBridgeQueue(b.queue) || m.bridgeQueues[b.queue] {
 			continue
 		}
 		name, err := destination.TopicFromRabbitKey(b.key)

@@ -1,4 +1,4 @@
-package advisory
+package rabbitmq
 
 import "testing"
 

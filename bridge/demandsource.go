@@ -5,23 +5,16 @@ import (
 	"fmt"
 
 	"github.com/brokernet/brokernet/advisory"
-	"github.com/brokernet/brokernet/advisory/rabbit"
 	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/stomp"
 )
 
-// A RabbitMQ broker's connection carries no consumer advisories: its demand
-// comes from the rabbitmq_event_exchange plugin, read over STOMP by
-// advisory/rabbit, whatever protocol carries the messages (RabbitMQ 3.10's events
-// carry no data over AMQP 1.0). The source runs beside the session and feeds the
-// loop through a channel; each of its (re)connections is a snapshot, after which
-// the consumers it no longer lists are gone.
-
-// eventsEndpoint is an endpoint that can name the STOMP address of its broker's
-// event exchange (stomp.URI, amqp.URI).
-type eventsEndpoint interface {
-	EventsURI() (stomp.URI, error)
-}
+// A broker whose connections carry no consumer advisories (RabbitMQ) has a
+// demand source beside them, which its endpoint names
+// (transport.DemandEndpoint; for RabbitMQ, its event exchange read by
+// rabbitmq/events, whatever protocol carries the messages). The source runs
+// beside the session and feeds the loop through a channel; each of its
+// (re)connections is a snapshot, after which the consumers it no longer lists
+// are gone.
 
 // sourceEvent is one item of a demand source running beside the session.
 type sourceEvent struct {
@@ -29,18 +22,14 @@ type sourceEvent struct {
 	err error // the source stopped for good
 }
 
-// watchRabbit starts the demand source of the RabbitMQ broker behind ep; it
+// watchDemandSource starts the demand source of the broker behind ep; it
 // stops when ctx ends.
-func (s *session) watchRabbit(ctx context.Context, ep transport.Endpoint) error {
-	ee, ok := ep.(eventsEndpoint)
+func (s *session) watchDemandSource(ctx context.Context, ep transport.Endpoint) error {
+	de, ok := ep.(transport.DemandEndpoint)
 	if !ok {
 		return fmt.Errorf("%s is RabbitMQ, but its URI cannot name the STOMP listener of its event exchange", ep)
 	}
-	u, err := ee.EventsURI()
-	if err != nil {
-		return err
-	}
-	src, err := rabbit.NewSource(rabbit.Config{URI: u}, s.log)
+	src, err := de.DemandSource(s.log)
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,16 @@
-package openwire
+package endpoint
 
 import (
 	"testing"
 
+	"github.com/brokernet/brokernet/transport/openwire"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
-// TestFromSTOMP: the OpenWire side of a STOMP URI has its address, credentials
-// and, over TLS, its CA file and server name, with OpenWire's default options.
-func TestFromSTOMP(t *testing.T) {
+// TestOpenWireOfSTOMP: the OpenWire side of a STOMP URI has its address,
+// credentials and, over TLS, its CA file and server name, with OpenWire's
+// default options.
+func TestOpenWireOfSTOMP(t *testing.T) {
 	tests := []struct {
 		name string
 		in   stomp.OpenWireTarget
@@ -21,16 +23,16 @@ func TestFromSTOMP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := FromSTOMP(tt.in)
+			got, err := openWireOf(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := ParseURI(tt.want)
+			want, err := openwire.ParseURI(tt.want)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != want {
-				t.Fatalf("FromSTOMP(%+v) = %+v, want %+v", tt.in, got, want)
+				t.Fatalf("openWireOf(%+v) = %+v, want %+v", tt.in, got, want)
 			}
 			if !got.ListsDurables() {
 				t.Fatal("an OpenWire URI does not list durables")

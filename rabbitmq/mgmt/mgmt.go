@@ -1,7 +1,7 @@
-// Package rabbitmgmt is a minimal client for RabbitMQ's management HTTP API:
+// Package mgmt is a minimal client for RabbitMQ's management HTTP API:
 // the broker's identity (/api/overview) and the consumer and binding
 // snapshots that complement the event exchange (/api/consumers, /api/bindings).
-package rabbitmgmt
+package mgmt
 
 import (
 	"context"

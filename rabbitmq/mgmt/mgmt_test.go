@@ -1,4 +1,4 @@
-package rabbitmgmt_test
+package mgmt_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
-	"github.com/brokernet/brokernet/rabbitmgmt"
+	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 )
 
 func TestErrorsNameTheFix(t *testing.T) {
@@ -34,7 +34,7 @@ func TestErrorsNameTheFix(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	c, err := rabbitmgmt.New(srv.URL, "guest", "s3cret", nil)
+	c, err := mgmt.New(srv.URL, "guest", "s3cret", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,27 +42,27 @@ func TestErrorsNameTheFix(t *testing.T) {
 		t.Errorf("BrokerID = %q, %v; want the node name when cluster_name is empty", id, err)
 	}
 	_, err = c.Consumers(ctx, "/")
-	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "management_agent.disable_metrics_collector") {
+	if !errors.Is(err, mgmt.ErrSetup) || !strings.Contains(err.Error(), "management_agent.disable_metrics_collector") {
 		t.Errorf("stats disabled: %v", err)
 	}
 	if _, err = c.Bindings(ctx, "/"); err == nil || !strings.Contains(err.Error(), "malformed JSON") {
 		t.Errorf("truncated JSON: %v", err)
 	}
 
-	bad, _ := rabbitmgmt.New(strings.Replace(srv.URL, "http://", "http://guest:wrong@", 1), "x", "y", nil)
+	bad, _ := mgmt.New(strings.Replace(srv.URL, "http://", "http://guest:wrong@", 1), "x", "y", nil)
 	_, err = bad.Overview(ctx)
-	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
+	if !errors.Is(err, mgmt.ErrSetup) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("bad credentials: %v", err)
 	}
 
-	if _, err := rabbitmgmt.New("localhost:15672", "", "", nil); err == nil || !strings.Contains(err.Error(), "localhost:15672") {
+	if _, err := mgmt.New("localhost:15672", "", "", nil); err == nil || !strings.Contains(err.Error(), "localhost:15672") {
 		t.Errorf("bad URL: %v", err)
 	}
-	if _, err := rabbitmgmt.New("ftp://u:pw@h", "", "", nil); err == nil || strings.Contains(err.Error(), "pw") {
+	if _, err := mgmt.New("ftp://u:pw@h", "", "", nil); err == nil || strings.Contains(err.Error(), "pw") {
 		t.Errorf("bad URL error leaks or is nil: %v", err)
 	}
 
-	gone, _ := rabbitmgmt.New("http://127.0.0.1:1", "", "", nil)
+	gone, _ := mgmt.New("http://127.0.0.1:1", "", "", nil)
 	if _, err := gone.Overview(ctx); err == nil || !strings.Contains(err.Error(), "rabbitmq_management plugin") {
 		t.Errorf("unreachable: %v", err)
 	}
@@ -74,7 +74,7 @@ func TestAgainstRabbitMQ(t *testing.T) {
 	nodes := testbroker.StartRabbitMQs(t, testbroker.RabbitOptions{},
 		testbroker.RabbitOptions{Conf: []string{"management_agent.disable_metrics_collector = true"}})
 	ctx := context.Background()
-	c, err := rabbitmgmt.New(nodes[0].ManagementURL(), "guest", "guest", nil)
+	c, err := mgmt.New(nodes[0].ManagementURL(), "guest", "guest", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +105,9 @@ func TestAgainstRabbitMQ(t *testing.T) {
 		t.Errorf("QueueExists(a/b c) = %v, %v", ok, err)
 	}
 
-	off, _ := rabbitmgmt.New(nodes[1].ManagementURL(), "guest", "guest", nil)
+	off, _ := mgmt.New(nodes[1].ManagementURL(), "guest", "guest", nil)
 	_, err = off.Consumers(ctx, "/")
-	if !errors.Is(err, rabbitmgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
+	if !errors.Is(err, mgmt.ErrSetup) || !strings.Contains(err.Error(), "disable_metrics_collector") {
 		t.Errorf("stats off: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package rabbitmgmt
+package mgmt
 
 import (
 	"context"
