@@ -14,7 +14,7 @@ package bridge_test
 // the remote's confirmation of a forwarded message is its disposition of the
 // transfer, and the local acknowledgement is the bridge's own disposition.
 // RabbitMQ's demand is read over STOMP (its event exchange, see
-// bridge/rabbitmq.go): that connection goes through a proxy of its own,
+// bridge/demandsource.go): that connection goes through a proxy of its own,
 // faulted with the AMQP one where a fault is about the whole broker
 // (half-open). Producers and consumers on RabbitMQ speak AMQP 1.0 (see
 // conformance_test.go for why). What differs per path is in the path's cuts

@@ -38,7 +38,7 @@ import (
 //   - rename.go: destinations renamed between the brokers;
 //   - stuck.go: messages a remote consumer waits for that cannot travel;
 //   - observe.go: what the session publishes for operators;
-//   - rabbitmq.go: a RabbitMQ remote broker's demand, read beside the connection.
+//   - demandsource.go: a remote broker's demand read beside the connection (RabbitMQ's events).
 //
 // bridge.go holds the Bridge, its Config, and Run, which runs one session after
 // another.

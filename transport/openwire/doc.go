@@ -32,5 +32,4 @@
 //   - wire.go: tight and loose encoding of primitive values.
 //   - frame.go: size-prefixed frames, encoding and decoding commands.
 //   - uri.go, uri_neutral.go: the openwire:// URI.
-//   - fromstomp.go: the OpenWire side of a STOMP URI (durable subscription listing).
 package openwire
