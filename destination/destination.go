@@ -1,6 +1,6 @@
-// Package destination says what a broker destination is, how ActiveMQ
-// wildcard patterns and include/exclude filters match it, and how it is
-// addressed on RabbitMQ (rabbitmq.go).
+// Package destination says what a broker destination is and how ActiveMQ
+// wildcard patterns and include/exclude filters match it. (How one is
+// addressed on RabbitMQ is package rabbitmq's.)
 //
 // A Destination is a kind (queue, topic, temporary queue, temporary topic)
 // plus a physical name. It has two textual forms: the URI form used in

@@ -1,4 +1,5 @@
-// Package rabbitmq holds brokernet's naming on RabbitMQ: how the bridge names
+// Package rabbitmq holds brokernet's knowledge of RabbitMQ's naming: how an
+// ActiveMQ destination is addressed there (address.go), and how the bridge names
 // the queues it declares there and recognises its own consumers, which a
 // RabbitMQ demand source must never count as demand, since RabbitMQ has no
 // selector to carry brokernet's tag in. Its subpackages speak to RabbitMQ:
@@ -6,8 +7,8 @@
 // from the event exchange.
 //
 // Layering: the family sits below package transport and imports no
-// transport: rabbitmq and rabbitmq/mgmt are leaves (rabbitmq reads
-// advisory.BridgeTagPrefix), rabbitmq/events imports them, advisory and
+// transport: rabbitmq and rabbitmq/mgmt sit on the leaves (rabbitmq reads
+// destination and advisory.BridgeTagPrefix), rabbitmq/events imports them, advisory and
 // destination. Its Source satisfies transport.DemandSource without importing
 // it; transport/stomp and transport/amqp give it STOMP connections and name
 // it as their URIs' demand source.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/amqp"
 	"github.com/brokernet/brokernet/transport/stomp"
@@ -212,7 +213,7 @@ func Subscribe(tb testing.TB, uri, mgmt, dest string) *Consumer {
 	var key string
 	var before map[string]bool
 	if d.Kind == destination.Topic {
-		k, err := destination.ToRabbit(d, destination.RabbitAMQP10)
+		k, err := rabbitmq.Address(d, rabbitmq.AMQP10)
 		if err != nil {
 			tb.Fatal(err)
 		}

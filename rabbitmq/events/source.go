@@ -439,7 +439,7 @@ func (m *rabbitModel) initial(snap rabbitSnapshot) {
 		}
 	}
 	for _, b := range snap.bindings {
-		if b.Source == destination.TopicExchange && b.DestinationType == "queue" {
+		if b.Source == rabbitmq.TopicExchange && b.DestinationType == "queue" {
 			m.binds[rabbitBinding{b.Destination, b.RoutingKey}] = true
 		}
 	}
@@ -497,7 +497,7 @@ func (m *rabbitModel) apply(ev rabbitEvent, now time.Time) (unattributed bool) {
 	case "connection.closed":
 		return m.totalPre() > 0
 	case "binding.created", "binding.deleted":
-		if ev.source != destination.TopicExchange || ev.destKind != "queue" {
+		if ev.source != rabbitmq.TopicExchange || ev.destKind != "queue" {
 			return false
 		}
 		b := rabbitBinding{ev.queue, ev.key}
@@ -608,7 +608,7 @@ func (m *rabbitModel) reconcile(snap rabbitSnapshot, start time.Time) (retry tim
 
 	snapBinds := map[rabbitBinding]bool{}
 	for _, b := range snap.bindings {
-		if b.Source == destination.TopicExchange && b.DestinationType == "queue" {
+		if b.Source == rabbitmq.TopicExchange && b.DestinationType == "queue" {
 			snapBinds[rabbitBinding{b.Destination, b.RoutingKey}] = true
 		}
 	}
@@ -658,7 +658,7 @@ func (m *rabbitModel) demand() map[string]advisory.Consumer {
 		if rabbitmq.IsBridgeQueue(b.queue) || m.bridgeQueues[b.queue] {
 			continue
 		}
-		name, err := destination.TopicFromRabbitKey(b.key)
+		name, err := rabbitmq.TopicFromKey(b.key)
 		if err != nil || b.key == "" {
 			m.log.Debug().Str("queue", b.queue).Str("key", b.key).Msg("ignoring amq.topic binding without an ActiveMQ topic counterpart")
 			continue

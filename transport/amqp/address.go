@@ -5,17 +5,18 @@ import (
 	"strings"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 )
 
 // RabbitMQ 3.10's AMQP 1.0 plugin reads link addresses with the same parser as
-// its STOMP plugin (destination.ToRabbit documents the forms). A queue is
+// its STOMP plugin (rabbitmq.Address documents the forms). A queue is
 // "/queue/NAME", which RabbitMQ declares; a topic is amq.topic with the topic
 // name as routing key, written "/exchange/amq.topic/KEY" (the same as
 // "/topic/KEY" there: a target publishes with KEY, a source is a server-named
 // exclusive queue bound with KEY). "/amq/queue/NAME" is never produced: a
 // transfer to a missing queue there is settled "accepted" and dropped.
 
-const topicPrefix = "/exchange/" + destination.TopicExchange + "/"
+const topicPrefix = "/exchange/" + rabbitmq.TopicExchange + "/"
 
 // address returns the RabbitMQ AMQP 1.0 address of d, for a source (subscribing,
 // wildcards allowed) or a target (sending).
@@ -26,7 +27,7 @@ func address(d destination.Destination, source bool) (string, error) {
 	if d.Kind == destination.Topic && !source && isPattern(d.Name) {
 		return "", fmt.Errorf("destination %s: cannot send to a wildcard", d)
 	}
-	a, err := destination.ToRabbit(d, destination.RabbitAMQP10)
+	a, err := rabbitmq.Address(d, rabbitmq.AMQP10)
 	if err != nil {
 		return "", err
 	}
@@ -38,7 +39,7 @@ func address(d destination.Destination, source bool) (string, error) {
 
 // fromAddress reads a RabbitMQ address back into a destination.
 func fromAddress(a string) (destination.Destination, bool) {
-	d, err := destination.FromRabbit(a, destination.RabbitAMQP10)
+	d, err := rabbitmq.ParseAddress(a, rabbitmq.AMQP10)
 	return d, err == nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -89,7 +90,7 @@ func (c *Conn) Subscribe(ctx context.Context, sub transport.Subscription) (trans
 			return 0, fmt.Errorf("subscription %s to %s: the topic queue needs the RabbitMQ management API: %w",
 				sub.ID, sub.Destination, c.topicsErr)
 		}
-		if key, err = destination.RabbitKey(sub.Destination.Name); err != nil {
+		if key, err = rabbitmq.RoutingKey(sub.Destination.Name); err != nil {
 			return 0, fmt.Errorf("subscription %s: %w", sub.ID, err)
 		}
 		addr = c.topics.address()

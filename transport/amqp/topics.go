@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -119,8 +120,8 @@ func (t *topicQueue) bind(ctx context.Context, topic destination.Destination, ke
 	if t.keys[key] == 0 {
 		bctx, cancel := context.WithTimeout(ctx, mgmtTimeout)
 		defer cancel()
-		if err := t.mgmt.Bind(bctx, t.vhost, destination.TopicExchange, t.name, key); err != nil {
-			return fmt.Errorf("binding the topic queue %s to %s with %q: %w", t.name, destination.TopicExchange, key, err)
+		if err := t.mgmt.Bind(bctx, t.vhost, rabbitmq.TopicExchange, t.name, key); err != nil {
+			return fmt.Errorf("binding the topic queue %s to %s with %q: %w", t.name, rabbitmq.TopicExchange, key, err)
 		}
 		p, err := destination.ParsePattern("topic://" + topic.Name)
 		if err == nil {
@@ -149,7 +150,7 @@ func (t *topicQueue) release(ctx context.Context, key string, bound bool) error 
 			t.pmu.Unlock()
 			if t.subs > 0 {
 				uctx, cancel := context.WithTimeout(ctx, mgmtTimeout)
-				err = t.mgmt.Unbind(uctx, t.vhost, destination.TopicExchange, t.name, key)
+				err = t.mgmt.Unbind(uctx, t.vhost, rabbitmq.TopicExchange, t.name, key)
 				cancel()
 			}
 		}
@@ -177,7 +178,7 @@ func (t *topicQueue) topicOf(to, subject string) (destination.Destination, bool)
 	if to != "" || subject == "" {
 		return destination.Destination{}, false
 	}
-	name, err := destination.TopicFromRabbitKey(subject)
+	name, err := rabbitmq.TopicFromKey(subject)
 	if err != nil {
 		return destination.Destination{}, false
 	}

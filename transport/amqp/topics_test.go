@@ -14,6 +14,7 @@ import (
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/internal/stomptest"
 	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/transporttest"
@@ -46,7 +47,7 @@ func bound(t *testing.T, mc *mgmt.Client, q string, keys ...string) (qKeys []str
 		t.Fatal(err)
 	}
 	for _, b := range bs {
-		if b.Source != destination.TopicExchange {
+		if b.Source != rabbitmq.TopicExchange {
 			continue
 		}
 		if b.Destination == q {
@@ -232,7 +233,7 @@ func TestTopicQueueSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := mc.Bind(ctx, "/", destination.TopicExchange, left, "sweep.k"); err != nil {
+	if err := mc.Bind(ctx, "/", rabbitmq.TopicExchange, left, "sweep.k"); err != nil {
 		t.Fatal(err)
 	}
 	crashed.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -192,7 +193,7 @@ func PropText(v any) string {
 // message's.
 func fromRabbit(f *frame.Frame, m *transport.Message) {
 	h := f.Header
-	if d, err := destination.FromRabbit(h.Get(frame.Destination), destination.RabbitSTOMP); err == nil {
+	if d, err := rabbitmq.ParseAddress(h.Get(frame.Destination), rabbitmq.STOMP); err == nil {
 		m.Destination = d
 	}
 	m.Timestamp = time.Time{}
@@ -219,7 +220,7 @@ func fromRabbit(f *frame.Frame, m *transport.Message) {
 // (relative ms) instead of "expires". A message already expired is sent with a
 // time to live of 0 ms, so that RabbitMQ drops it as ActiveMQ would.
 func toRabbit(m *transport.Message, f *frame.Frame) error {
-	dest, err := destination.ToRabbit(m.Destination, destination.RabbitSTOMP)
+	dest, err := rabbitmq.Address(m.Destination, rabbitmq.STOMP)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func (b *BrokerConn) Subscribe(ctx context.Context, sub transport.Subscription) 
 	dest := sub.Destination.StompPath()
 	if b.c.Flavour() == RabbitMQ {
 		var err error
-		if dest, err = destination.ToRabbit(sub.Destination, destination.RabbitSTOMP); err != nil {
+		if dest, err = rabbitmq.Address(sub.Destination, rabbitmq.STOMP); err != nil {
 			return 0, fmt.Errorf("subscribing on %s: %w", b.c.URI(), err)
 		}
 	}

@@ -1,9 +1,11 @@
-package destination
+package rabbitmq
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/brokernet/brokernet/destination"
 )
 
 // RabbitMQ addressing (3.10). Both its STOMP plugin and its AMQP 1.0 plugin
@@ -30,73 +32,73 @@ import (
 // durability fails (PRECONDITION_FAILED "inequivalent arg 'durable'", checked
 // here in both directions). /amq/queue/Q does not declare: an AMQP 1.0
 // transfer to a missing queue there is settled "accepted" and dropped
-// (verified-here.md), so ToRabbit never produces it.
+// (verified-here.md), so Address never produces it.
 //
 // An ActiveMQ topic is RabbitMQ's amq.topic exchange: topic "prices.eu" is
 // routing key "prices.eu". ActiveMQ wildcard words "*" (one word) and ">"
 // (zero or more words, last only) are RabbitMQ's "*" and "#".
 
-// RabbitProtocol says which RabbitMQ plugin an address is for.
-type RabbitProtocol uint8
+// Protocol says which RabbitMQ plugin an address is for.
+type Protocol uint8
 
 // The RabbitMQ protocols with their own address rules.
 const (
-	// RabbitSTOMP is the rabbitmq_stomp plugin.
-	RabbitSTOMP RabbitProtocol = iota + 1
-	// RabbitAMQP10 is the rabbitmq_amqp1_0 plugin.
-	RabbitAMQP10
+	// STOMP is the rabbitmq_stomp plugin.
+	STOMP Protocol = iota + 1
+	// AMQP10 is the rabbitmq_amqp1_0 plugin.
+	AMQP10
 )
 
-func (p RabbitProtocol) String() string {
+func (p Protocol) String() string {
 	switch p {
-	case RabbitSTOMP:
+	case STOMP:
 		return "STOMP"
-	case RabbitAMQP10:
+	case AMQP10:
 		return "AMQP 1.0"
 	}
-	return "RabbitProtocol(" + strconv.Itoa(int(p)) + ")"
+	return "Protocol(" + strconv.Itoa(int(p)) + ")"
 }
 
 // TopicExchange is the exchange ActiveMQ topics map to.
 const TopicExchange = "amq.topic"
 
-// RabbitAnyRest is RabbitMQ's topic wildcard for zero or more words.
-const RabbitAnyRest = "#"
+// RestWildcard is RabbitMQ's topic wildcard for zero or more words.
+const RestWildcard = "#"
 
-// ToRabbit returns the RabbitMQ address of an ActiveMQ destination: a queue
+// Address returns the RabbitMQ address of an ActiveMQ destination: a queue
 // is "/queue/NAME", a topic "/topic/KEY" with the wildcards translated, a
 // temporary queue "/temp-queue/NAME" (STOMP only). Temporary topics have no
 // RabbitMQ counterpart.
-func ToRabbit(d Destination, p RabbitProtocol) (string, error) {
+func Address(d destination.Destination, p Protocol) (string, error) {
 	switch d.Kind {
-	case Queue:
+	case destination.Queue:
 		if d.Name == "" {
 			return "", invalidf(d.String(), "empty name")
 		}
-		return "/queue/" + rabbitEscape(d.Name), nil
-	case Topic:
-		key, err := RabbitKey(d.Name)
+		return "/queue/" + escape(d.Name), nil
+	case destination.Topic:
+		key, err := RoutingKey(d.Name)
 		if err != nil {
 			return "", err
 		}
-		return "/topic/" + rabbitEscape(key), nil
-	case TempQueue:
-		if p != RabbitSTOMP {
+		return "/topic/" + escape(key), nil
+	case destination.TempQueue:
+		if p != STOMP {
 			return "", invalidf(d.String(), "temporary queues have no RabbitMQ %s address", p)
 		}
-		return "/temp-queue/" + rabbitEscape(d.Name), nil
+		return "/temp-queue/" + escape(d.Name), nil
 	}
 	return "", invalidf(d.String(), "no RabbitMQ address for a %s", d.Kind)
 }
 
-// FromRabbit reads a RabbitMQ address (see the forms above) as the ActiveMQ
+// ParseAddress reads a RabbitMQ address (see the forms above) as the ActiveMQ
 // destination it stands for: /queue/Q, /amq/queue/Q and /queues/Q are queue
 // Q; /topic/KEY, /exchange/amq.topic/KEY and /exchanges/amq.topic/KEY are
 // the topic named by KEY with "#" turned into ">". Other exchanges, and
 // forms the protocol lacks, give an error naming the address.
-func FromRabbit(addr string, p RabbitProtocol) (Destination, error) {
-	bad := func(format string, args ...any) (Destination, error) {
-		return Destination{}, fmt.Errorf("RabbitMQ %s address %q: %s", p, addr, fmt.Sprintf(format, args...))
+func ParseAddress(addr string, p Protocol) (destination.Destination, error) {
+	bad := func(format string, args ...any) (destination.Destination, error) {
+		return destination.Destination{}, fmt.Errorf("RabbitMQ %s address %q: %s", p, addr, fmt.Sprintf(format, args...))
 	}
 	rest, ok := strings.CutPrefix(addr, "/")
 	if !ok {
@@ -104,29 +106,29 @@ func FromRabbit(addr string, p RabbitProtocol) (Destination, error) {
 	}
 	segs := strings.Split(rest, "/")
 	for i, s := range segs {
-		segs[i] = rabbitUnescape(s)
+		segs[i] = unescape(s)
 	}
-	one := func(kind Kind, name string) (Destination, error) {
+	one := func(kind destination.Kind, name string) (destination.Destination, error) {
 		if name == "" {
 			return bad("empty name")
 		}
-		return Destination{Kind: kind, Name: name}, nil
+		return destination.Destination{Kind: kind, Name: name}, nil
 	}
-	topic := func(key string) (Destination, error) {
+	topic := func(key string) (destination.Destination, error) {
 		if key == "" {
 			return bad("empty routing key")
 		}
-		name, err := TopicFromRabbitKey(key)
+		name, err := TopicFromKey(key)
 		if err != nil {
 			return bad("%v", err)
 		}
-		return Destination{Kind: Topic, Name: name}, nil
+		return destination.Destination{Kind: destination.Topic, Name: name}, nil
 	}
 	switch {
 	case len(segs) == 2 && (segs[0] == "queue" || segs[0] == "queues"):
-		return one(Queue, segs[1])
+		return one(destination.Queue, segs[1])
 	case len(segs) == 3 && segs[0] == "amq" && segs[1] == "queue":
-		return one(Queue, segs[2])
+		return one(destination.Queue, segs[2])
 	case len(segs) == 2 && segs[0] == "topic":
 		return topic(segs[1])
 	case len(segs) == 3 && (segs[0] == "exchange" || segs[0] == "exchanges"):
@@ -135,62 +137,66 @@ func FromRabbit(addr string, p RabbitProtocol) (Destination, error) {
 		}
 		return topic(segs[2])
 	case len(segs) == 2 && segs[0] == "temp-queue":
-		if p != RabbitSTOMP {
+		if p != STOMP {
 			return bad("/temp-queue/ is a STOMP-only form")
 		}
-		return one(TempQueue, segs[1])
+		return one(destination.TempQueue, segs[1])
 	}
 	return bad("unknown form (want /queue/NAME, /amq/queue/NAME, /topic/KEY or /exchange/%s/KEY)", TopicExchange)
 }
 
-// RabbitKey translates an ActiveMQ topic name or pattern into an amq.topic
+// RoutingKey translates an ActiveMQ topic name or pattern into an amq.topic
 // routing key or binding key: the word ">" becomes "#". A name holding the
 // word "#" is refused: RabbitMQ would read it as a wildcard.
-func RabbitKey(name string) (string, error) {
+func RoutingKey(name string) (string, error) {
 	if name == "" {
 		return "", invalidf("topic://", "empty name")
 	}
 	words := strings.Split(name, ".")
 	for i, w := range words {
 		switch w {
-		case RabbitAnyRest:
-			return "", invalidf("topic://"+name, "the word %q is a RabbitMQ wildcard; it cannot be sent as a literal", RabbitAnyRest)
-		case AnyRest:
+		case RestWildcard:
+			return "", invalidf("topic://"+name, "the word %q is a RabbitMQ wildcard; it cannot be sent as a literal", RestWildcard)
+		case destination.AnyRest:
 			if i != len(words)-1 {
-				return "", invalidf("topic://"+name, "%q must be the last word", AnyRest)
+				return "", invalidf("topic://"+name, "%q must be the last word", destination.AnyRest)
 			}
-			words[i] = RabbitAnyRest
+			words[i] = RestWildcard
 		}
 	}
 	return strings.Join(words, "."), nil
 }
 
-// TopicFromRabbitKey inverts RabbitKey: "#" becomes ">". A "#" that is not
+// TopicFromKey inverts RoutingKey: "#" becomes ">". A "#" that is not
 // the last word, or a literal word ">", has no ActiveMQ counterpart.
-func TopicFromRabbitKey(key string) (string, error) {
+func TopicFromKey(key string) (string, error) {
 	words := strings.Split(key, ".")
 	for i, w := range words {
 		switch w {
-		case AnyRest:
-			return "", fmt.Errorf("routing key %q: the word %q would be an ActiveMQ wildcard", key, AnyRest)
-		case RabbitAnyRest:
+		case destination.AnyRest:
+			return "", fmt.Errorf("routing key %q: the word %q would be an ActiveMQ wildcard", key, destination.AnyRest)
+		case RestWildcard:
 			if i != len(words)-1 {
-				return "", fmt.Errorf("routing key %q: %q is only translatable as the last word", key, RabbitAnyRest)
+				return "", fmt.Errorf("routing key %q: %q is only translatable as the last word", key, RestWildcard)
 			}
-			words[i] = AnyRest
+			words[i] = destination.AnyRest
 		}
 	}
 	return strings.Join(words, "."), nil
 }
 
-// rabbitEscape writes '/' inside a name segment as "%2F", the only escape
+// escape writes '/' inside a name segment as "%2F", the only escape
 // rabbit_routing_util:unescape/1 (3.10) decodes.
-func rabbitEscape(s string) string {
+func escape(s string) string {
 	return strings.ReplaceAll(s, "/", "%2F")
 }
 
-// rabbitUnescape inverts rabbitEscape exactly as RabbitMQ does: "%2F" is a
+// unescape inverts escape exactly as RabbitMQ does: "%2F" is a
 // '/', every other '%' is literal.
-func rabbitUnescape(s string) string {
+func unescape(s string) string {
 	return strings.ReplaceAll(s, "%2F", "/")
+}
+
+func invalidf(s string, format string, args ...any) error {
+	return fmt.Errorf("destination %q: %s", s, fmt.Sprintf(format, args...))
 }
