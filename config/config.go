@@ -75,6 +75,10 @@ type Config struct {
 	// Warnings are things that are allowed but probably not what was meant,
 	// one sentence each, for the caller to log.
 	Warnings []string
+
+	// src records where the values came from (a file's positions, or flags),
+	// for Validate's messages; nil for a Config built in code.
+	src *source
 }
 
 // Log configures the process logger.
@@ -91,9 +95,12 @@ type Admin struct {
 	// Listen is the host:port of the listener serving /metrics and /status;
 	// empty turns it off (the default).
 	Listen string
-	// Token, read from tokenFile, must come as "Authorization: Bearer TOKEN".
+	// Token, read from TokenFile, must come as "Authorization: Bearer TOKEN".
 	// A non-loopback Listen needs one unless Insecure.
 	Token string
+	// TokenFile is the file Token was read from (tokenFile,
+	// --admin-token-file); empty when there is none.
+	TokenFile string
 	// CertFile and KeyFile serve HTTPS instead of HTTP.
 	CertFile, KeyFile string
 	// Insecure allows a non-loopback Listen without a token.
@@ -199,9 +206,11 @@ type NetworkConnector struct {
 	// default) never does (bridge.Config.DurableOfflineTimeout).
 	DurableOfflineTimeout time.Duration
 	// StuckInterval is how often each bridge counts the stuck messages on its
-	// local broker (bridge.Config.StuckInterval; on ActiveMQ a queue browse
-	// per demanded queue): a message counts as stuck once it waited that
-	// long. 0 turns the count off. Default DefaultStuckInterval.
+	// local broker (bridge.Config.StuckInterval, which means the same: on
+	// ActiveMQ a queue browse per demanded queue): a message counts as stuck
+	// once it waited that long. Off turns the count off (files and flags write
+	// 0); zero means DefaultStuckInterval, as in bridge.Config. At least
+	// MinStuckInterval otherwise.
 	StuckInterval time.Duration
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
@@ -267,6 +276,12 @@ type Gossip struct {
 	Timings string
 }
 
+// DefaultGossip returns the gossip settings of an empty
+// [networkConnector.gossip] table.
+func DefaultGossip() *Gossip {
+	return &Gossip{Bind: DefaultGossipBind}
+}
+
 // Default returns the configuration of an empty file, without brokers or
 // connectors.
 func Default() Config {
@@ -277,7 +292,9 @@ func Default() Config {
 }
 
 // DefaultConnector returns a connector with every default set and no name,
-// broker or URI.
+// broker or URI. It is the one source of the connector defaults: a file's
+// [[networkConnector]] is decoded onto it, and the flags of `brokernet
+// bridge` and `brokernet sidecar` take their defaults from it.
 func DefaultConnector() NetworkConnector {
 	return NetworkConnector{
 		NetworkTTL:                          DefaultNetworkTTL,

@@ -13,10 +13,12 @@ import (
 	"github.com/brokernet/brokernet/internal/uriredact"
 )
 
-// decoder collects the problems and warnings of one file.
+// decoder collects the problems and warnings of one file, and records in
+// src where each value came from.
 type decoder struct {
 	file  string
 	pos   positions
+	src   *source
 	errs  Errors
 	warns []string
 }
@@ -65,6 +67,9 @@ func (t *table) missingf(key string, format string, args ...any) {
 }
 
 func (t *table) report(p pos, key string, elem int, format string, args ...any) {
+	if key != "" {
+		t.d.src.failed[pathKey(append(slices.Clone(t.path), key))] = true
+	}
 	k := ""
 	if key != "" {
 		k = t.prefix + key

@@ -11,15 +11,16 @@ import (
 )
 
 // TestStuckIntervalReachesBothBridges: a connector's stuckInterval is each
-// bridge's (the configuration's default is the bridge's), and 0 (off in the
-// file) turns the bridges' count off rather than giving them their default.
+// bridge's, as it is: both mean the same by it (zero: the default;
+// config.Off, which files and flags write as 0, is negative: off).
 func TestStuckIntervalReachesBothBridges(t *testing.T) {
 	for _, tc := range []struct {
 		conf, want time.Duration
 	}{
 		{config.DefaultStuckInterval, bridge.DefaultStuckInterval},
 		{time.Minute, time.Minute},
-		{0, -1},
+		{config.Off, config.Off},
+		{0, 0},
 	} {
 		nc := config.DefaultConnector()
 		nc.Name, nc.Broker, nc.Duplex, nc.StuckInterval = "c", "local", true, tc.conf
@@ -29,6 +30,9 @@ func TestStuckIntervalReachesBothBridges(t *testing.T) {
 			t.Fatalf("%d bridges, want 2", len(cfgs))
 		}
 		for _, bc := range cfgs {
+			if tc.want == config.Off && bc.StuckInterval >= 0 {
+				t.Errorf("stuckInterval off: bridge %s has %s, which is not off (negative)", bc.Name, bc.StuckInterval)
+			}
 			if bc.StuckInterval != tc.want {
 				t.Errorf("stuckInterval %s: bridge %s has %s, want %s", tc.conf, bc.Name, bc.StuckInterval, tc.want)
 			}
