@@ -72,9 +72,17 @@ func (f *Flags) keyPath(kind, key string) []string {
 }
 
 // Options registers the flag of each connector option key (see
-// connectorOptions), with its default from DefaultConnector.
+// connectorOptions), with its default from DefaultConnector; without keys,
+// the flag of every option that has one.
 func (f *Flags) Options(keys ...string) {
 	nc := f.Connector()
+	if len(keys) == 0 {
+		for _, o := range connectorOptions {
+			if o.flag != "" {
+				keys = append(keys, o.key)
+			}
+		}
+	}
 	for _, key := range keys {
 		o, ok := optionByKey(key)
 		if !ok || o.flag == "" {

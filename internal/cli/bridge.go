@@ -30,16 +30,6 @@ every URI that carries no passcode.
 Flags:
 `
 
-// bridgeOptions are the connector keys `brokernet bridge` takes as flags
-// (config's option table names each flag and holds its default).
-var bridgeOptions = []string{
-	"duplex", "networkTTL", "messageTTL", "consumerTTL", "prefetchSize", "window",
-	"conduitSubscriptions", "decreaseNetworkConsumerPriority", "dynamicOnly", "bridgeTempDestinations",
-	"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions",
-	"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "durableOfflineTimeout", "stuckInterval",
-	"remoteId",
-}
-
 // bridgeFlags are the flags of `brokernet bridge`: most set keys of a
 // one-connector configuration (config.Flags), the others the process.
 type bridgeFlags struct {
@@ -53,7 +43,7 @@ type bridgeFlags struct {
 func (f *bridgeFlags) register(fs *flag.FlagSet) {
 	f.cf = config.NewFlags(fs, "bridge")
 	cfg := f.cf.Config()
-	f.cf.Options(bridgeOptions...)
+	f.cf.Options() // every connector option that has a flag
 	f.cf.Lists()
 	fs.StringVar(&cfg.Brokers[0].ID, "local-id", "", "local broker id (default: learnt from the broker)")
 	f.cf.Name("broker", "id", "--local-id")
