@@ -55,6 +55,8 @@ const (
 	// MinStuckInterval is the shortest StuckInterval: every count browses each
 	// demanded queue on the local broker.
 	MinStuckInterval = time.Second
+	// DefaultDrainTimeout bounds a bridge's drain (bridge.Config.DrainTimeout).
+	DefaultDrainTimeout = 30 * time.Second
 	// DefaultGossipBind is memberlist's default LAN bind address.
 	DefaultGossipBind = "0.0.0.0:7946"
 	// DefaultBrokerName is the name of a lone [[broker]] that has none.
@@ -212,6 +214,14 @@ type NetworkConnector struct {
 	// 0); zero means DefaultStuckInterval, as in bridge.Config. At least
 	// MinStuckInterval otherwise.
 	StuckInterval time.Duration
+	// DrainTimeout is how long stopping a bridge (at shutdown, or when a
+	// reload removes or changes its connector) waits for the remote broker to
+	// confirm the messages in flight before it lets them go back to the local
+	// broker (bridge.Config.DrainTimeout). Keep it below the time the process
+	// is given to stop (systemd's TimeoutStopSec, Kubernetes'
+	// terminationGracePeriodSeconds, both 30 s by default). More than 0.
+	// Default DefaultDrainTimeout.
+	DrainTimeout time.Duration
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string
@@ -307,6 +317,7 @@ func DefaultConnector() NetworkConnector {
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
 		StuckInterval:                       DefaultStuckInterval,
+		DrainTimeout:                        DefaultDrainTimeout,
 		Reconnect:                           transport.DefaultReconnect(),
 	}
 }

@@ -212,7 +212,7 @@ uri = "stomp://10.0.0.2:61613"
 	}
 	if got.NetworkTTL != 1 || got.MessageTTL != 1 || got.ConsumerTTL != 1 || !got.ConduitSubscriptions || !got.BridgeTempDestinations ||
 		got.DecreaseNetworkConsumerPriority || !got.SuppressDuplicateTopicSubscriptions || got.SuppressDuplicateQueueSubscriptions ||
-		got.PrefetchSize != 1000 || got.Window != 500 || got.Reconnect.Initial != time.Second || got.Reconnect.Max != 30*time.Second {
+		got.PrefetchSize != 1000 || got.Window != 500 || got.DrainTimeout != 30*time.Second || got.Reconnect.Initial != time.Second || got.Reconnect.Max != 30*time.Second {
 		t.Errorf("defaults: %+v", got)
 	}
 }
@@ -251,6 +251,11 @@ func TestValues(t *testing.T) {
 		{"the stuck-message count off", "stuckInterval = \"0s\"", func(t *testing.T, nc NetworkConnector) {
 			if nc.StuckInterval != Off {
 				t.Errorf("stuckInterval %v", nc.StuckInterval)
+			}
+		}},
+		{"a drain timeout", "drainTimeout = \"20s\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.DrainTimeout != 20*time.Second {
+				t.Errorf("drainTimeout %v", nc.DrainTimeout)
 			}
 		}},
 		{"an integer multiplier is a number", "backOffMultiplier = 3", func(t *testing.T, nc NetworkConnector) {
@@ -339,6 +344,8 @@ func TestParseErrors(t *testing.T) {
 			}},
 		{"a stuck-message interval below a second", connector + "stuckInterval = \"100ms\"\n",
 			[]string{`6:1: networkConnector "a": stuckInterval: want 0 (off) or at least 1s, got 100ms`}},
+		{"a drain timeout of 0", connector + "drainTimeout = 0\n",
+			[]string{`6:1: networkConnector "a": drainTimeout: want more than 0, got 0s`}},
 		{"maxReconnectDelay below initialReconnectDelay", connector + "initialReconnectDelay = \"10s\"\nmaxReconnectDelay = \"5s\"\n",
 			[]string{`7:1: networkConnector "a": maxReconnectDelay: 5s is below initialReconnectDelay 10s`}},
 		{"initialReconnectDelay above the default maximum", connector + "initialReconnectDelay = \"1m\"\n",
@@ -685,6 +692,7 @@ func TestValidate(t *testing.T) {
 			`networkConnector "z": consumerTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": prefetchSize: want at least 1 (network consumers do not poll), got 0`,
 			`networkConnector "z": window: want at least 1 unconfirmed message, got 0`,
+			`networkConnector "z": drainTimeout: want more than 0, got 0s`,
 			// A zero Reconnect leaves each broker URI's own back-off.
 		}},
 		{"a stuck-message interval below a second", func(c *Config) { c.Connectors[0].StuckInterval = -time.Second }, []string{

@@ -85,6 +85,8 @@ var connectorOptions = []option{
 		field: func(nc *NetworkConnector) any { return &nc.DurableOfflineTimeout }},
 	{key: "stuckInterval", flag: "stuck-interval", usage: "count the stuck messages on the local broker every `duration` (0: never)", offIfZero: true,
 		field: func(nc *NetworkConnector) any { return &nc.StuckInterval }},
+	{key: "drainTimeout", flag: "drain-timeout", usage: "how long stopping a bridge (shutdown, reload) waits for the remote broker to confirm the messages in flight",
+		field: func(nc *NetworkConnector) any { return &nc.DrainTimeout }},
 	{key: "userName",
 		field: func(nc *NetworkConnector) any { return &nc.UserName }},
 }
@@ -109,6 +111,6 @@ var ConnectorKeys = []string{
 	"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
 	"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
 	"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
-	"durableOfflineTimeout", "stuckInterval", "renames",
+	"durableOfflineTimeout", "stuckInterval", "drainTimeout", "renames",
 	"userName", "passwordFile", "caFile", "certFile", "keyFile",
 }

@@ -283,6 +283,9 @@ func (v *validator) connectors(brokers map[string]Broker, brokerNames []string) 
 		if s := nc.StuckInterval; s != Off && (s < 0 || s > 0 && s < MinStuckInterval) {
 			t.errorf("stuckInterval", "want 0 (off) or at least %s, got %s", MinStuckInterval, s)
 		}
+		if nc.DrainTimeout <= 0 && !t.failed("drainTimeout") {
+			t.errorf("drainTimeout", "want more than 0, got %s", nc.DrainTimeout)
+		}
 		if nc.ReplayRateLimit < 0 {
 			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", nc.ReplayRateLimit)
 		}
