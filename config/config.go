@@ -22,8 +22,21 @@
 //	networkTTL = 2
 //	excludedDestinations = ["queue://internal.>"]
 //
-// Validation reports every problem at once, each with its line and column,
-// as *Errors. Passcodes and secret keys never appear in errors or warnings.
+// Every front end takes one path to one validated Config:
+//
+//   - decode: Parse reads a file into the typed tree, starting from Default
+//     and DefaultConnector, and records where each key was written; Flags
+//     binds the flags of `brokernet bridge` and `brokernet sidecar` to the
+//     same tree, with the same defaults (the option table in options.go
+//     names each connector key's flag). Decoding reports only what cannot be
+//     read: syntax, unknown keys, wrong types, unreadable files.
+//   - fill: the defaults that depend on other keys (a lone broker's name, a
+//     connector's broker, messageTTL and consumerTTL from networkTTL).
+//   - Validate: every rule, once. It reports every problem at once as
+//     *Errors, each located where its value came from: file:line:col for a
+//     file, the flag and its value for the command line.
+//
+// Passcodes and secret keys never appear in errors or warnings.
 package config
 
 import (
