@@ -39,3 +39,20 @@ func TestStuckIntervalReachesBothBridges(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainTimeoutReachesBothBridges: a connector's drainTimeout is the
+// drain timeout of each of its bridges, the reverse one of a duplex peer too.
+func TestDrainTimeoutReachesBothBridges(t *testing.T) {
+	nc := config.DefaultConnector()
+	nc.Name, nc.Broker, nc.Duplex, nc.DrainTimeout = "c", "local", true, 20*time.Second
+	c := &Connector{cfg: nc, local: config.Broker{Name: "local", URI: discovery.Spec{Kind: discovery.Static, URIs: []transport.URI{mustURI(t, "tcp://127.0.0.1:61616")}}}}
+	cfgs := c.bridgeConfigs(discovery.Peer{Key: "k", URIs: []transport.URI{mustURI(t, "stomp://10.0.0.2:61613")}})
+	if len(cfgs) != 2 {
+		t.Fatalf("%d bridges, want 2", len(cfgs))
+	}
+	for _, bc := range cfgs {
+		if bc.DrainTimeout != 20*time.Second {
+			t.Errorf("bridge %s: drain timeout %s, want 20s", bc.Name, bc.DrainTimeout)
+		}
+	}
+}
