@@ -134,7 +134,7 @@ func (f *Flags) Lists() {
 // Validate decodes what the flags hold into the tree (the list flags' patterns
 // and renames), fills in the defaults of keys no flag set (messageTTL and
 // consumerTTL from --network-ttl), and validates the Config. Its *Errors name
-// the flags.
+// the flags. Call it once, after the flags were parsed.
 func (f *Flags) Validate() (*Config, error) {
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, p := range f.byFlag[fl.Name] {
