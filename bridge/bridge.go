@@ -21,6 +21,11 @@ import (
 )
 
 // Config configures one direction of forwarding, LOCAL → REMOTE.
+//
+// A zero field means its default (see defaults), and a negative interval
+// that can be turned off (CommitDelay, StuckInterval) means off. The typed
+// configuration tree (config.NetworkConnector) means the same by its fields,
+// so netconnector passes them on as they are.
 type Config struct {
 	// Name identifies the bridge in logs, for example "a->b".
 	Name string
@@ -96,7 +101,8 @@ type Config struct {
 	Renames []destination.Rename
 	// StuckInterval is how often stuck messages are counted on the local
 	// broker (stuck.go): a message is reported stuck once it waited that long.
-	// Default DefaultStuckInterval; negative turns the measurement off.
+	// Default DefaultStuckInterval; negative (config.Off) turns the
+	// measurement off.
 	StuckInterval time.Duration
 	// Log receives one line per state change.
 	Log zerolog.Logger

@@ -22,8 +22,21 @@
 //	networkTTL = 2
 //	excludedDestinations = ["queue://internal.>"]
 //
-// Validation reports every problem at once, each with its line and column,
-// as *Errors. Passcodes and secret keys never appear in errors or warnings.
+// Every front end takes one path to one validated Config:
+//
+//   - decode: Parse reads a file into the typed tree, starting from Default
+//     and DefaultConnector, and records where each key was written; Flags
+//     binds the flags of `brokernet bridge` and `brokernet sidecar` to the
+//     same tree, with the same defaults (the option table in options.go
+//     names each connector key's flag). Decoding reports only what cannot be
+//     read: syntax, unknown keys, wrong types, unreadable files.
+//   - fill: the defaults that depend on other keys (a lone broker's name, a
+//     connector's broker, messageTTL and consumerTTL from networkTTL).
+//   - Validate: every rule, once. It reports every problem at once as
+//     *Errors, each located where its value came from: file:line:col for a
+//     file, the flag and its value for the command line.
+//
+// Passcodes and secret keys never appear in errors or warnings.
 package config
 
 import (
@@ -55,6 +68,8 @@ const (
 	// MinStuckInterval is the shortest StuckInterval: every count browses each
 	// demanded queue on the local broker.
 	MinStuckInterval = time.Second
+	// DefaultDrainTimeout bounds a bridge's drain (bridge.Config.DrainTimeout).
+	DefaultDrainTimeout = 30 * time.Second
 	// DefaultGossipBind is memberlist's default LAN bind address.
 	DefaultGossipBind = "0.0.0.0:7946"
 	// DefaultBrokerName is the name of a lone [[broker]] that has none.
@@ -75,6 +90,10 @@ type Config struct {
 	// Warnings are things that are allowed but probably not what was meant,
 	// one sentence each, for the caller to log.
 	Warnings []string
+
+	// src records where the values came from (a file's positions, or flags),
+	// for Validate's messages; nil for a Config built in code.
+	src *source
 }
 
 // Log configures the process logger.
@@ -91,9 +110,12 @@ type Admin struct {
 	// Listen is the host:port of the listener serving /metrics and /status;
 	// empty turns it off (the default).
 	Listen string
-	// Token, read from tokenFile, must come as "Authorization: Bearer TOKEN".
+	// Token, read from TokenFile, must come as "Authorization: Bearer TOKEN".
 	// A non-loopback Listen needs one unless Insecure.
 	Token string
+	// TokenFile is the file Token was read from (tokenFile,
+	// --admin-token-file); empty when there is none.
+	TokenFile string
 	// CertFile and KeyFile serve HTTPS instead of HTTP.
 	CertFile, KeyFile string
 	// Insecure allows a non-loopback Listen without a token.
@@ -199,10 +221,20 @@ type NetworkConnector struct {
 	// default) never does (bridge.Config.DurableOfflineTimeout).
 	DurableOfflineTimeout time.Duration
 	// StuckInterval is how often each bridge counts the stuck messages on its
-	// local broker (bridge.Config.StuckInterval; on ActiveMQ a queue browse
-	// per demanded queue): a message counts as stuck once it waited that
-	// long. 0 turns the count off. Default DefaultStuckInterval.
+	// local broker (bridge.Config.StuckInterval, which means the same: on
+	// ActiveMQ a queue browse per demanded queue): a message counts as stuck
+	// once it waited that long. Off turns the count off (files and flags write
+	// 0); zero means DefaultStuckInterval, as in bridge.Config. At least
+	// MinStuckInterval otherwise.
 	StuckInterval time.Duration
+	// DrainTimeout is how long stopping a bridge (at shutdown, or when a
+	// reload removes or changes its connector) waits for the remote broker to
+	// confirm the messages in flight before it lets them go back to the local
+	// broker (bridge.Config.DrainTimeout). Keep it below the time the process
+	// is given to stop (systemd's TimeoutStopSec, Kubernetes'
+	// terminationGracePeriodSeconds, both 30 s by default). More than 0.
+	// Default DefaultDrainTimeout.
+	DrainTimeout time.Duration
 	// RemoteID overrides the remote broker id (only for a connector with one
 	// static URI); empty means learn it.
 	RemoteID string
@@ -267,6 +299,12 @@ type Gossip struct {
 	Timings string
 }
 
+// DefaultGossip returns the gossip settings of an empty
+// [networkConnector.gossip] table.
+func DefaultGossip() *Gossip {
+	return &Gossip{Bind: DefaultGossipBind}
+}
+
 // Default returns the configuration of an empty file, without brokers or
 // connectors.
 func Default() Config {
@@ -277,7 +315,9 @@ func Default() Config {
 }
 
 // DefaultConnector returns a connector with every default set and no name,
-// broker or URI.
+// broker or URI. It is the one source of the connector defaults: a file's
+// [[networkConnector]] is decoded onto it, and the flags of `brokernet
+// bridge` and `brokernet sidecar` take their defaults from it.
 func DefaultConnector() NetworkConnector {
 	return NetworkConnector{
 		NetworkTTL:                          DefaultNetworkTTL,
@@ -290,6 +330,7 @@ func DefaultConnector() NetworkConnector {
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
 		StuckInterval:                       DefaultStuckInterval,
+		DrainTimeout:                        DefaultDrainTimeout,
 		Reconnect:                           transport.DefaultReconnect(),
 	}
 }

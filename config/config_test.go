@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -211,7 +212,7 @@ uri = "stomp://10.0.0.2:61613"
 	}
 	if got.NetworkTTL != 1 || got.MessageTTL != 1 || got.ConsumerTTL != 1 || !got.ConduitSubscriptions || !got.BridgeTempDestinations ||
 		got.DecreaseNetworkConsumerPriority || !got.SuppressDuplicateTopicSubscriptions || got.SuppressDuplicateQueueSubscriptions ||
-		got.PrefetchSize != 1000 || got.Window != 500 || got.Reconnect.Initial != time.Second || got.Reconnect.Max != 30*time.Second {
+		got.PrefetchSize != 1000 || got.Window != 500 || got.DrainTimeout != 30*time.Second || got.Reconnect.Initial != time.Second || got.Reconnect.Max != 30*time.Second {
 		t.Errorf("defaults: %+v", got)
 	}
 }
@@ -248,8 +249,13 @@ func TestValues(t *testing.T) {
 			}
 		}},
 		{"the stuck-message count off", "stuckInterval = \"0s\"", func(t *testing.T, nc NetworkConnector) {
-			if nc.StuckInterval != 0 {
+			if nc.StuckInterval != Off {
 				t.Errorf("stuckInterval %v", nc.StuckInterval)
+			}
+		}},
+		{"a drain timeout", "drainTimeout = \"20s\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.DrainTimeout != 20*time.Second {
+				t.Errorf("drainTimeout %v", nc.DrainTimeout)
 			}
 		}},
 		{"an integer multiplier is a number", "backOffMultiplier = 3", func(t *testing.T, nc NetworkConnector) {
@@ -338,6 +344,8 @@ func TestParseErrors(t *testing.T) {
 			}},
 		{"a stuck-message interval below a second", connector + "stuckInterval = \"100ms\"\n",
 			[]string{`6:1: networkConnector "a": stuckInterval: want 0 (off) or at least 1s, got 100ms`}},
+		{"a drain timeout of 0", connector + "drainTimeout = 0\n",
+			[]string{`6:1: networkConnector "a": drainTimeout: want more than 0, got 0s`}},
 		{"maxReconnectDelay below initialReconnectDelay", connector + "initialReconnectDelay = \"10s\"\nmaxReconnectDelay = \"5s\"\n",
 			[]string{`7:1: networkConnector "a": maxReconnectDelay: 5s is below initialReconnectDelay 10s`}},
 		{"initialReconnectDelay above the default maximum", connector + "initialReconnectDelay = \"1m\"\n",
@@ -403,7 +411,7 @@ func TestParseErrors(t *testing.T) {
 		{"two gossip connectors on one port", brokerHeader + "[[networkConnector]]\nname = \"g1\"\nuri = \"gossip:\"\n[networkConnector.gossip]\ninsecure = true\n[[networkConnector]]\nname = \"g2\"\nuri = \"gossip:\"\n[networkConnector.gossip]\nbind = \"10.0.0.1:7946\"\ninsecure = true\n",
 			[]string{`12:1: networkConnector "g2": gossip.bind: gossip bind 10.0.0.1:7946 clashes with connector "g1"'s 0.0.0.0:7946`}},
 		{"remoteId needs a single static URI", brokerHeader + "[[networkConnector]]\nname = \"m\"\nuri = \"masterslave:(stomp://a:61613,stomp://b:61613)\"\nremoteId = \"x\"\n",
-			[]string{`6:1: networkConnector "m": remoteId: only for a connector to one broker (one broker URI or static:(one URI)); this uri finds several`}},
+			[]string{`6:1: networkConnector "m": remoteId: only for a connector to one broker (one broker URI or static:(one URI)); masterslave:(stomp://a:61613,stomp://b:61613) has 2`}},
 		{"keys in inline tables are located", "networkConnector = [{ name = \"a\", uri = \"stomp://10.0.0.2:61613\", window = -1 }]\n" + brokerHeader,
 			[]string{`1:67: networkConnector "a": window: want at least 1 unconfirmed message, got -1`}},
 		{"dotted keys are located", connector + "gossip.bind = 5\n",
@@ -657,8 +665,10 @@ func TestValidate(t *testing.T) {
 		}
 	}
 
+	// A Config built in code: its problems have no file positions.
 	valid := func() Config {
 		cfg := mustParse(t, connector)
+		cfg.src = nil
 		return *cfg
 	}
 	tests := []struct {
@@ -667,7 +677,7 @@ func TestValidate(t *testing.T) {
 		want   []string
 	}{
 		{"no change", func(c *Config) {}, nil},
-		{"no broker", func(c *Config) { c.Brokers = nil; c.Connectors = nil }, []string{"broker: missing: want at least one broker"}},
+		{"no broker", func(c *Config) { c.Brokers = nil; c.Connectors = nil }, []string{"broker: missing: want at least one [[broker]] table with the uri of the local broker"}},
 		{"bad log settings", func(c *Config) { c.Log = Log{} }, []string{
 			`log: level: unknown level ""; want trace, debug, info, warn or error`,
 			`log: format: unknown format ""; want json or console`,
@@ -675,13 +685,14 @@ func TestValidate(t *testing.T) {
 		{"zero connector values", func(c *Config) {
 			c.Connectors[0] = NetworkConnector{Name: "z", Broker: "nope"}
 		}, []string{
-			`networkConnector "z": broker: unknown broker "nope"`,
-			`networkConnector "z": uri: Kind(0) discovery with 0 URI(s) is not a valid discovery URI`,
+			`networkConnector "z": broker: unknown broker "nope"; the [[broker]] names are "local"`,
+			`networkConnector "z": uri: missing: want a broker URI (stomp://, amqp://, tcp://, ...), static:(...), masterslave:(...) or gossip:`,
 			`networkConnector "z": networkTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": messageTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": consumerTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": prefetchSize: want at least 1 (network consumers do not poll), got 0`,
 			`networkConnector "z": window: want at least 1 unconfirmed message, got 0`,
+			`networkConnector "z": drainTimeout: want more than 0, got 0s`,
 			// A zero Reconnect leaves each broker URI's own back-off.
 		}},
 		{"a stuck-message interval below a second", func(c *Config) { c.Connectors[0].StuckInterval = -time.Second }, []string{
@@ -692,7 +703,7 @@ func TestValidate(t *testing.T) {
 			c.Connectors[0].Reconnect.Multiplier = 0.5
 		}, []string{
 			`networkConnector "a": initialReconnectDelay: want more than 0, got 0s`,
-			`networkConnector "a": backOffMultiplier: want a number of at least 1, got 0.5`,
+			`networkConnector "a": backOffMultiplier: want a number of at least 1 (1 keeps the delay constant), got 0.5`,
 		}},
 		{"gossip without settings, and settings without gossip", func(c *Config) {
 			g := c.Connectors[0]
@@ -700,8 +711,8 @@ func TestValidate(t *testing.T) {
 			c.Connectors[0].Gossip = &Gossip{Bind: DefaultGossipBind, Insecure: true}
 			c.Connectors = append(c.Connectors, g)
 		}, []string{
-			`networkConnector "a": gossip: gossip settings belong only to a connector with uri = "gossip:"`,
-			`networkConnector "g": gossip: missing: gossip: discovery needs gossip settings`,
+			`networkConnector "a": gossip: a gossip table belongs only to a connector with uri = "gossip:"; this uri is static`,
+			`networkConnector "g": uri: gossip: needs a [networkConnector.gossip] table (bind, join, ...) after this connector`,
 		}},
 		{"bad gossip settings", func(c *Config) {
 			c.Connectors[0].URI = discovery.Spec{Kind: discovery.Gossip}
@@ -780,5 +791,64 @@ uri = "gossip:"
 	errs := parseErrors(t, fmt.Sprintf(src, "slow"))
 	if len(errs) != 1 || errs[0].Line != 9 || !strings.Contains(errs[0].Msg, `unknown timings "slow"`) {
 		t.Fatalf("errors = %v", errs)
+	}
+}
+
+// TestConnectorKeysListEveryOption: the keys a file may hold are the option
+// table's and those decoded on their own, each once.
+func TestConnectorKeysListEveryOption(t *testing.T) {
+	own := []string{"name", "broker", "uri", "staticallyIncludedDestinations", "dynamicallyIncludedDestinations",
+		"excludedDestinations", "renames", "passwordFile", "caFile", "certFile", "keyFile", "gossip"}
+	want := slices.Clone(own)
+	for _, o := range connectorOptions {
+		want = append(want, o.key)
+	}
+	got := slices.Clone(ConnectorKeys)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ConnectorKeys\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestFlagsAndFileMeanTheSame: the same settings given as flags and in a
+// file make the same connector, and their problems are the same, named by
+// the flag or located in the file.
+func TestFlagsAndFileMeanTheSame(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cf := NewFlags(fs, "a")
+	cf.Options("networkTTL", "consumerTTL", "window", "stuckInterval", "bridgeTempDestinations")
+	cf.Lists()
+	if err := fs.Parse([]string{"--network-ttl", "3", "--consumer-ttl", "1", "--window", "20", "--stuck-interval", "0",
+		"--bridge-temp-destinations=false", "--exclude", "queue://x.>"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cf.Config()
+	cfg.Brokers[0].URI = mustParse(t, brokerHeader).Brokers[0].URI
+	remote := mustParse(t, connector).Connectors[0].URI
+	cfg.Connectors[0].URI = remote
+	fromFlags, err := cf.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile := mustParse(t, connector+"networkTTL = 3\nconsumerTTL = 1\nwindow = 20\nstuckInterval = 0\nbridgeTempDestinations = false\nexcludedDestinations = [\"queue://x.>\"]\n")
+	if a, b := fromFlags.Connectors[0], fromFile.Connectors[0]; !a.Equal(b) {
+		t.Errorf("from flags\n%+v\nfrom the file\n%+v", a, b)
+	}
+	if nc := fromFlags.Connectors[0]; nc.MessageTTL != 3 || nc.ConsumerTTL != 1 || nc.StuckInterval != Off {
+		t.Errorf("from flags: %+v", nc)
+	}
+
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	cf = NewFlags(fs, "a")
+	cf.Options("window")
+	if err := fs.Parse([]string{"--window", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	cf.Config().Brokers[0].URI, cf.Connector().URI = cfg.Brokers[0].URI, remote
+	_, err = cf.Validate()
+	fileErrs := parseErrors(t, connector+"window = 0\n")
+	if err == nil || err.Error() != "--window 0: "+fileErrs[0].Msg || fileErrs[0].Line != 6 {
+		t.Errorf("flags: %v\nfile: %v", err, fileErrs)
 	}
 }

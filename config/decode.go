@@ -13,10 +13,12 @@ import (
 	"github.com/brokernet/brokernet/internal/uriredact"
 )
 
-// decoder collects the problems and warnings of one file.
+// decoder collects the problems and warnings of one file, and records in
+// src where each value came from.
 type decoder struct {
 	file  string
 	pos   positions
+	src   *source
 	errs  Errors
 	warns []string
 }
@@ -58,13 +60,10 @@ func (t *table) elemErrorf(key string, i int, format string, args ...any) {
 	t.report(t.at(key, i), key, i, format, args...)
 }
 
-// missingf reports a problem with key located at the table header, for keys
-// that are absent.
-func (t *table) missingf(key string, format string, args ...any) {
-	t.report(t.at("", -1), key, -1, format, args...)
-}
-
 func (t *table) report(p pos, key string, elem int, format string, args ...any) {
+	if key != "" {
+		t.d.src.failed[pathKey(append(slices.Clone(t.path), key))] = true
+	}
 	k := ""
 	if key != "" {
 		k = t.prefix + key
@@ -76,12 +75,6 @@ func (t *table) report(p pos, key string, elem int, format string, args ...any) 
 		File: t.d.file, Line: p.line, Col: p.col, Table: t.label, Key: k,
 		Msg: fmt.Sprintf(format, args...),
 	})
-}
-
-// has reports whether key is set.
-func (t *table) has(key string) bool {
-	_, ok := t.m[key]
-	return ok
 }
 
 // check reports every key that is not in known, suggesting the closest known

@@ -24,14 +24,21 @@ type Error struct {
 	// ("excludedDestinations[2]"); empty for a problem of the whole table or
 	// file.
 	Key string
+	// Flag is, for a configuration given on the command line, the flag and
+	// value that set the key ("--window 0", `--log-level "loud"`), or the
+	// argument ("REMOTE"); Error shows it instead of Table and Key.
+	Flag string
 	// Msg says what is wrong and what is wanted. It never contains a passcode
 	// or a secret key.
 	Msg string
 }
 
 // Error renders the problem as "file:line:col: table: key: message", leaving
-// out the parts that are unknown or empty.
+// out the parts that are unknown or empty, or as "flag value: message".
 func (e Error) Error() string {
+	if e.Flag != "" {
+		return e.Flag + ": " + e.Msg
+	}
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -84,9 +91,17 @@ func (e *Errors) Unwrap() []error {
 }
 
 // sort orders the problems by line and column; problems without a position
-// come last, in the order they were found.
-func (e Errors) sort() {
-	slices.SortStableFunc(e, func(a, b Error) int {
+// come last, in the order they were found. It drops repeated problems (a
+// value two keys take, such as networkTTL's for messageTTL, is reported once).
+func (e *Errors) sort() {
+	var out Errors
+	for _, x := range *e {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	*e = out
+	slices.SortStableFunc(*e, func(a, b Error) int {
 		al, bl := a.Line, b.Line
 		if al == 0 {
 			al = int(^uint(0) >> 1)

@@ -4,18 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/discovery"
-	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/amqp"
@@ -23,24 +23,13 @@ import (
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
-// Keys each table accepts.
+// Keys each table accepts (ConnectorKeys, with the connector's options, is
+// in options.go).
 var (
 	topKeys    = []string{"log", "admin", "broker", "networkConnector"}
 	logKeys    = []string{"level", "format"}
 	adminKeys  = []string{"listen", "tokenFile", "certFile", "keyFile", "insecure"}
 	brokerKeys = []string{"name", "uri", "id"}
-	// ConnectorKeys are the keys of a [[networkConnector]] table, in the
-	// order a written file lists them (the ActiveMQ importer's); read only.
-	ConnectorKeys = []string{
-		"name", "broker", "uri", "duplex", "networkTTL", "messageTTL", "consumerTTL",
-		"conduitSubscriptions", "dynamicOnly", "bridgeTempDestinations", "decreaseNetworkConsumerPriority", "consumerPriorityBase",
-		"suppressDuplicateQueueSubscriptions", "suppressDuplicateTopicSubscriptions", "prefetchSize", "window",
-		"staticallyIncludedDestinations", "dynamicallyIncludedDestinations", "excludedDestinations",
-		"initialReconnectDelay", "maxReconnectDelay", "backOffMultiplier",
-		"replayWhenNoConsumers", "replayDelay", "replayRateLimit", "remoteId", "gossip",
-		"durableOfflineTimeout", "stuckInterval", "renames",
-		"userName", "passwordFile", "caFile", "certFile", "keyFile",
-	}
 	gossipKeys = []string{"bind", "advertise", "join", "nodeName", "secretKeyFile", "advertiseBrokerURI", "timings",
 		"insecure", "allowedBrokers"}
 )
@@ -69,38 +58,78 @@ var activemqOnly = func() map[string]string {
 	return m
 }()
 
-// Parse parses and validates a federation file; name is used in messages
-// and to resolve relative secretKeyFile paths. On any problem it returns
-// *Errors with every problem found, and nothing is half-configured.
+// Parse decodes and validates a federation file; name is used in messages
+// and to resolve relative file names (passwordFile, secretKeyFile, ...). It
+// decodes the TOML into the typed tree, recording where each key was written
+// (decoding reports only what cannot be read: syntax, unknown keys, wrong
+// types, unreadable files), fills in the defaults that depend on other keys
+// (fill), and runs Validate, which owns every rule. On any problem it returns
+// *Errors with every problem found, each with its line, and nothing is
+// half-configured.
 func Parse(name string, data []byte) (*Config, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, syntaxError(name, err)
 	}
-	d := &decoder{file: name, pos: scanPositions(string(data))}
+	d := &decoder{file: name, pos: scanPositions(string(data)), src: newSource()}
+	d.src.file, d.src.pos = name, d.pos
 	cfg := Default()
+	cfg.src = d.src
 	root := &table{d: d, m: raw}
+	d.written(root)
 	root.check(topKeys, nil)
 	d.logAdmin(root, &cfg)
-	brokers := d.brokers(root)
-	conns := d.connectors(root)
-	d.link(brokers, conns)
+	d.brokers(root, &cfg)
+	d.connectors(root, &cfg)
+	cfg.fill()
 
-	if len(d.errs) > 0 {
-		d.errs.sort()
-		return nil, &d.errs
+	errs := d.errs
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, *err.(*Errors)...)
 	}
-	for _, b := range brokers {
-		cfg.Brokers = append(cfg.Brokers, b.b)
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, &errs
 	}
-	for _, c := range conns {
-		cfg.Connectors = append(cfg.Connectors, c.nc)
+	for i := range cfg.Connectors {
+		d.checkAdvertised(&cfg, i)
 	}
 	if len(cfg.Connectors) == 0 {
 		d.warns = append(d.warns, fmt.Sprintf("%s: no [[networkConnector]]: nothing will be bridged", name))
 	}
 	cfg.Warnings = d.warns
 	return &cfg, nil
+}
+
+// fill sets the defaults that depend on other keys, for the keys its source
+// says were not given: the name of a lone [[broker]], the broker of a
+// connector when there is one, messageTTL and consumerTTL from networkTTL.
+// The other defaults are in Default and DefaultConnector, which decoding
+// starts from. It also spells log settings the one way Validate accepts.
+func (c *Config) fill() {
+	s := c.src
+	if v, ok := oneOf(c.Log.Level, "trace", "debug", "info", "warn", "error"); ok {
+		c.Log.Level = v
+	}
+	if v, ok := oneOf(c.Log.Format, "json", "console"); ok {
+		c.Log.Format = v
+	}
+	if len(c.Brokers) == 1 && c.Brokers[0].Name == "" && !s.isWritten(append(s.brokerPath(0), "name")) {
+		c.Brokers[0].Name = DefaultBrokerName
+	}
+	for i := range c.Connectors {
+		nc, p := &c.Connectors[i], s.connPath(i)
+		if len(c.Brokers) == 1 && nc.Broker == "" && !s.isWritten(append(p, "broker")) {
+			nc.Broker = c.Brokers[0].Name
+		}
+		for _, o := range connectorOptions {
+			if o.derived == "" || s.isWritten(append(slices.Clone(p), o.key)) {
+				continue
+			}
+			from, _ := optionByKey(o.derived)
+			reflect.ValueOf(o.field(nc)).Elem().Set(reflect.ValueOf(from.field(nc)).Elem())
+		}
+	}
 }
 
 // syntaxError turns the TOML parser's error into *Errors with its position.
@@ -113,41 +142,44 @@ func syntaxError(file string, err error) error {
 	return &Errors{{File: file, Msg: "TOML: " + uriredact.All(err.Error())}}
 }
 
+// written records the keys of t as given.
+func (d *decoder) written(t *table) {
+	for k := range t.m {
+		d.src.written[pathKey(append(slices.Clone(t.path), k))] = true
+	}
+}
+
+// path resolves a file name relative to the directory of the file.
+func (d *decoder) path(s string) string {
+	if filepath.IsAbs(s) {
+		return s
+	}
+	return filepath.Join(filepath.Dir(d.file), s)
+}
+
 // logAdmin decodes [log] and [admin].
 func (d *decoder) logAdmin(root *table, cfg *Config) {
 	if t, ok := root.sub("log"); ok {
 		t.label, t.prefix = "log", ""
+		d.written(t)
 		t.check(logKeys, nil)
 		if s, ok := t.str("level"); ok {
-			if v, ok := oneOf(s, "trace", "debug", "info", "warn", "error"); ok {
-				cfg.Log.Level = v
-			} else {
-				t.errorf("level", "unknown level %q; want trace, debug, info, warn or error", uriredact.Shorten(s))
-			}
+			cfg.Log.Level = s
 		}
 		if s, ok := t.str("format"); ok {
-			if v, ok := oneOf(s, "json", "console"); ok {
-				cfg.Log.Format = v
-			} else {
-				t.errorf("format", "unknown format %q; want json or console", uriredact.Shorten(s))
-			}
+			cfg.Log.Format = s
 		}
 	}
 	if t, ok := root.sub("admin"); ok {
 		t.label, t.prefix = "admin", ""
+		d.written(t)
 		t.check(adminKeys, nil)
-		if s, ok := t.str("listen"); ok && s != "" {
-			if why := hostPort(s, true, false); why != "" {
-				t.errorf("listen", "%s, got %q (or \"\" for no listener)", why, uriredact.Shorten(s))
-			} else {
-				cfg.Admin.Listen = s
-			}
+		if s, ok := t.str("listen"); ok {
+			cfg.Admin.Listen = s
 		}
 		if s, ok := t.str("tokenFile"); ok && s != "" {
-			if !filepath.IsAbs(s) {
-				s = filepath.Join(filepath.Dir(d.file), s)
-			}
-			tok, warn, err := ReadPasswordFile(s)
+			cfg.Admin.TokenFile = d.path(s)
+			tok, warn, err := ReadPasswordFile(cfg.Admin.TokenFile)
 			if err != nil {
 				t.errorf("tokenFile", "%v", err)
 			} else {
@@ -157,240 +189,84 @@ func (d *decoder) logAdmin(root *table, cfg *Config) {
 				}
 			}
 		}
-		for key, dst := range map[string]*string{"certFile": &cfg.Admin.CertFile, "keyFile": &cfg.Admin.KeyFile} {
-			if s, ok := t.str(key); ok && s != "" {
-				if !filepath.IsAbs(s) {
-					s = filepath.Join(filepath.Dir(d.file), s)
-				}
-				if _, err := os.Stat(s); err != nil {
-					t.errorf(key, "%v", err)
-				}
-				*dst = s
-			}
+		if s, ok := t.str("certFile"); ok && s != "" {
+			cfg.Admin.CertFile = d.path(s)
 		}
-		if (cfg.Admin.CertFile == "") != (cfg.Admin.KeyFile == "") {
-			t.errorf("", "certFile and keyFile go together")
+		if s, ok := t.str("keyFile"); ok && s != "" {
+			cfg.Admin.KeyFile = d.path(s)
 		}
 		t.boolean("insecure", &cfg.Admin.Insecure)
-		if cfg.Admin.Listen != "" && !t.has("tokenFile") {
-			if err := admin.CheckExposure(cfg.Admin.Listen, admin.Security{Insecure: cfg.Admin.Insecure}); err != nil {
-				t.errorf("listen", "%v", err)
-			}
-		}
 	}
-}
-
-// brokerEntry is a decoded [[broker]] with what linking needs.
-type brokerEntry struct {
-	b     Broker
-	t     *table
-	uri   string // as written, for gossip's default advertiseBrokerURI
-	uriOK bool
 }
 
 // brokers decodes the [[broker]] tables.
-func (d *decoder) brokers(root *table) []*brokerEntry {
-	tabs := root.array("broker")
-	if len(tabs) == 0 && !root.has("broker") {
-		d.errs = append(d.errs, Error{File: d.file, Key: "broker",
-			Msg: "missing: want at least one [[broker]] table with the uri of the local broker"})
-	}
-	var out []*brokerEntry
-	for i, t := range tabs {
+func (d *decoder) brokers(root *table, cfg *Config) {
+	for i, t := range root.array("broker") {
 		t.label = label("broker", "", i)
-		e := &brokerEntry{t: t}
+		d.written(t)
+		d.src.brokers = append(d.src.brokers, t.path)
+		var b Broker
 		if s, ok := t.str("name"); ok {
-			if why := ValidName(s); why != "" {
-				t.errorf("name", "%s", why)
-			} else {
-				e.b.Name = s
-				t.label = label("broker", s, i)
-			}
-		} else if !t.has("name") {
-			if len(tabs) == 1 {
-				e.b.Name = DefaultBrokerName
-			} else {
-				t.missingf("name", "missing: with %d [[broker]] tables, each needs a name", len(tabs))
-			}
+			b.Name = s
+			t.label = label("broker", validName(s), i)
 		}
 		t.check(brokerKeys, nil)
 		if s, ok := t.str("uri"); ok {
-			spec, err := discovery.ParseURI(s)
-			switch {
-			case err != nil:
+			if spec, err := discovery.ParseURI(s); err != nil {
 				t.errorf("uri", "%v", err)
-			case spec.Kind == discovery.Gossip:
-				t.errorf("uri", "want a broker URI (stomp://, amqp://, tcp://, ...) or masterslave:(...); gossip: finds remote brokers and belongs in a [[networkConnector]]")
-			case spec.Kind == discovery.Static && len(spec.URIs) != 1:
-				t.errorf("uri", "static:(...) with %d URIs: a [[broker]] is one broker; use masterslave:(...) for a master/slave pair, or one [[broker]] each", len(spec.URIs))
-			default:
-				e.b.URI, e.uri, e.uriOK = spec, s, true
-			}
-		} else if !t.has("uri") {
-			t.missingf("uri", "missing: want the local broker's URI (stomp://, amqp://, tcp://, ...)")
-		}
-		if s, ok := t.str("id"); ok && s != "" {
-			if why := ValidName(s); why != "" {
-				t.errorf("id", "%s", why)
 			} else {
-				e.b.ID = s
+				b.URI = spec
 			}
 		}
-		out = append(out, e)
+		if s, ok := t.str("id"); ok {
+			b.ID = s
+		}
+		cfg.Brokers = append(cfg.Brokers, b)
 	}
-	return out
-}
-
-// connEntry is a decoded [[networkConnector]] with what linking needs.
-type connEntry struct {
-	nc          NetworkConnector
-	t           *table
-	gossip      *table
-	brokerGiven bool
-	uriOK       bool
 }
 
 // connectors decodes the [[networkConnector]] tables.
-func (d *decoder) connectors(root *table) []*connEntry {
-	var out []*connEntry
+func (d *decoder) connectors(root *table, cfg *Config) {
 	for i, t := range root.array("networkConnector") {
-		out = append(out, d.connector(t, i))
+		cfg.Connectors = append(cfg.Connectors, d.connector(t, i))
 	}
-	return out
 }
 
-// connector decodes one [[networkConnector]].
-func (d *decoder) connector(t *table, i int) *connEntry {
-	e := &connEntry{t: t, nc: DefaultConnector()}
-	nc := &e.nc
+// connector decodes one [[networkConnector]], starting from DefaultConnector.
+func (d *decoder) connector(t *table, i int) NetworkConnector {
+	nc := DefaultConnector()
 	nc.Line = t.at("", -1).line
 	t.label = label("networkConnector", "", i)
+	d.written(t)
+	d.src.conns = append(d.src.conns, t.path)
 	if s, ok := t.str("name"); ok {
-		if why := ValidName(s); why != "" {
-			t.errorf("name", "%s", why)
-		} else {
-			nc.Name = s
-			t.label = label("networkConnector", s, i)
-		}
-	} else if !t.has("name") {
-		t.missingf("name", "missing: every [[networkConnector]] needs a unique name")
+		nc.Name = s
+		t.label = label("networkConnector", validName(s), i)
 	}
 	t.check(ConnectorKeys, activemqOnly)
 
 	if s, ok := t.str("broker"); ok {
-		nc.Broker, e.brokerGiven = s, true
+		nc.Broker = s
 	}
 	if s, ok := t.str("uri"); ok {
 		if spec, err := discovery.ParseURI(s); err != nil {
 			t.errorf("uri", "%v", err)
 		} else {
-			nc.URI, e.uriOK = spec, true
-		}
-	} else if !t.has("uri") {
-		t.missingf("uri", "missing: want a broker URI (stomp://, amqp://, tcp://, ...), static:(...), masterslave:(...) or gossip:")
-	}
-
-	t.boolean("duplex", &nc.Duplex)
-	ttl := func(key string) (int, bool) {
-		n, ok := t.integer(key)
-		if ok && (n < -1 || n == 0) {
-			t.errorf(key, "want -1 (unlimited) or a hop count of at least 1, got %d", n)
-			return 0, false
-		}
-		return n, ok
-	}
-	if n, ok := ttl("networkTTL"); ok {
-		nc.NetworkTTL = n
-	}
-	nc.MessageTTL, nc.ConsumerTTL = nc.NetworkTTL, nc.NetworkTTL
-	if n, ok := ttl("messageTTL"); ok {
-		nc.MessageTTL = n
-	}
-	if n, ok := ttl("consumerTTL"); ok {
-		nc.ConsumerTTL = n
-	}
-	t.boolean("conduitSubscriptions", &nc.ConduitSubscriptions)
-	t.boolean("dynamicOnly", &nc.DynamicOnly)
-	t.boolean("bridgeTempDestinations", &nc.BridgeTempDestinations)
-	t.boolean("decreaseNetworkConsumerPriority", &nc.DecreaseNetworkConsumerPriority)
-	if n, ok := t.integer("consumerPriorityBase"); ok {
-		if n < -128 || n > 127 {
-			t.errorf("consumerPriorityBase", "want a priority in -128..127, got %d", n)
-		} else {
-			nc.ConsumerPriorityBase = n
+			nc.URI = spec
 		}
 	}
-	t.boolean("suppressDuplicateQueueSubscriptions", &nc.SuppressDuplicateQueueSubscriptions)
-	t.boolean("suppressDuplicateTopicSubscriptions", &nc.SuppressDuplicateTopicSubscriptions)
-	if n, ok := t.integer("prefetchSize"); ok {
-		if n < 1 {
-			t.errorf("prefetchSize", "want at least 1 (network consumers do not poll), got %d", n)
-		} else {
-			nc.PrefetchSize = n
-		}
-	}
-	if n, ok := t.integer("window"); ok {
-		if n < 1 {
-			t.errorf("window", "want at least 1 unconfirmed message, got %d", n)
-		} else {
-			nc.Window = n
-		}
+	for _, o := range connectorOptions {
+		t.option(o, &nc)
 	}
 	nc.StaticallyIncludedDestinations = patterns(t, "staticallyIncludedDestinations")
 	nc.DynamicallyIncludedDestinations = patterns(t, "dynamicallyIncludedDestinations")
 	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
 	nc.Renames = renames(t, "renames")
-	reconnect(t, nc)
-	t.boolean("replayWhenNoConsumers", &nc.ReplayWhenNoConsumers)
-	if v, ok := t.duration("replayDelay"); ok {
-		nc.ReplayDelay = v
-	}
-	if v, ok := t.duration("durableOfflineTimeout"); ok {
-		nc.DurableOfflineTimeout = v
-	}
-	if v, ok := t.duration("stuckInterval"); ok {
-		if v != 0 && v < MinStuckInterval {
-			t.errorf("stuckInterval", "want 0 (off) or at least %s, got %s", MinStuckInterval, v)
-		} else {
-			nc.StuckInterval = v
-		}
-	}
-	if n, ok := t.integer("replayRateLimit"); ok {
-		if n < 0 {
-			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", n)
-		} else {
-			nc.ReplayRateLimit = n
-		}
-	}
-	if s, ok := t.str("remoteId"); ok && s != "" {
-		switch {
-		case ValidName(s) != "":
-			t.errorf("remoteId", "%s", ValidName(s))
-		case e.uriOK && (nc.URI.Kind != discovery.Static || len(nc.URI.URIs) != 1):
-			t.errorf("remoteId", "only for a connector to one broker (one broker URI or static:(one URI)); this uri finds several")
-		default:
-			nc.RemoteID = s
-		}
-	}
-	if s, ok := t.str("userName"); ok && s != "" {
-		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			t.errorf("userName", "must not contain control characters")
-		} else {
-			nc.UserName = s
-		}
-	}
 	if s, ok := t.str("passwordFile"); ok && s != "" {
-		path := s
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(d.file), path)
-		}
-		pw, warn, err := ReadPasswordFile(path)
-		switch {
-		case err != nil:
+		pw, warn, err := ReadPasswordFile(d.path(s))
+		if err != nil {
 			t.errorf("passwordFile", "%v", err)
-		case !t.has("userName"):
-			t.errorf("passwordFile", "a password needs userName too")
-		default:
+		} else {
 			nc.Password = pw
 			if warn != "" {
 				d.warns = append(d.warns, d.file+": "+warn)
@@ -399,41 +275,51 @@ func (d *decoder) connector(t *table, i int) *connEntry {
 	}
 	for key, dst := range map[string]*string{"caFile": &nc.CAFile, "certFile": &nc.CertFile, "keyFile": &nc.KeyFile} {
 		if s, ok := t.str(key); ok && s != "" {
-			if !filepath.IsAbs(s) {
-				s = filepath.Join(filepath.Dir(d.file), s)
-			}
-			*dst = s
+			*dst = d.path(s)
 		}
-	}
-	if err := (tlsconf.Options{CAFile: nc.CAFile, CertFile: nc.CertFile, KeyFile: nc.KeyFile}).Check(); err != nil {
-		t.errorf("", "%v", err)
 	}
 	if g, ok := t.sub("gossip"); ok {
-		e.gossip = g
+		d.written(g)
 		g.check(gossipKeys, nil)
-		gs, checkable := d.gossipTable(g)
-		if e.uriOK && nc.URI.Kind != discovery.Gossip {
-			t.errorf("gossip", "a gossip table belongs only to a connector with uri = \"gossip:\"; this uri is %s", nc.URI.Kind)
-		} else {
-			nc.Gossip = gs
-			if err := discovery.CheckGossipExposure(gs.Bind, gs.SecretKey, gs.Insecure); checkable && err != nil {
-				key := "bind"
-				if !g.has("bind") {
-					key = ""
-				}
-				g.errorf(key, "%v", err)
-			}
-		}
-	} else if e.uriOK && nc.URI.Kind == discovery.Gossip && !t.has("gossip") {
-		t.errorf("uri", "gossip: needs a [networkConnector.gossip] table (bind, join, ...) after this connector")
+		nc.Gossip = d.gossipTable(g)
 	}
-	return e
+	return nc
+}
+
+// option decodes the scalar option o into its field of nc, when written.
+func (t *table) option(o option, nc *NetworkConnector) {
+	switch dst := o.field(nc).(type) {
+	case *bool:
+		t.boolean(o.key, dst)
+	case *int:
+		if n, ok := t.integer(o.key); ok {
+			*dst = n
+		}
+	case *float64:
+		if f, ok := t.number(o.key); ok {
+			*dst = f
+		}
+	case *string:
+		if s, ok := t.str(o.key); ok {
+			*dst = s
+		}
+	case *time.Duration:
+		if v, ok := t.duration(o.key); ok {
+			if v == 0 && o.offIfZero {
+				v = Off
+			}
+			*dst = v
+		}
+	default:
+		panic(fmt.Sprintf("config: option %s has a field of type %T", o.key, dst))
+	}
 }
 
 // patterns decodes a list of destination patterns.
 func patterns(t *table, key string) []destination.Pattern {
 	vals, idx, _ := t.stringList(key)
 	var out []destination.Pattern
+	var kept []int
 	for j, s := range vals {
 		p, err := destination.ParsePattern(s)
 		if err != nil {
@@ -441,141 +327,75 @@ func patterns(t *table, key string) []destination.Pattern {
 			continue
 		}
 		out = append(out, p)
+		kept = append(kept, idx[j])
 	}
+	t.elems(key, kept)
 	return out
 }
 
-// renames decodes a list of "LOCAL=REMOTE" destination renames, each checked
-// on its own line and the set as a whole.
+// renames decodes a list of "LOCAL=REMOTE" destination renames; Validate
+// checks them as a set.
 func renames(t *table, key string) []destination.Rename {
 	vals, idx, _ := t.stringList(key)
 	var out []destination.Rename
+	var kept []int
 	for j, s := range vals {
 		r, err := destination.ParseRename(s)
 		if err != nil {
 			t.elemErrorf(key, idx[j], "%v", err)
 			continue
 		}
-		if err := destination.CheckRenames(append(out, r)); err != nil {
-			t.elemErrorf(key, idx[j], "%v", err)
-			continue
-		}
 		out = append(out, r)
+		kept = append(kept, idx[j])
 	}
+	t.elems(key, kept)
 	return out
 }
 
-// reconnect decodes initialReconnectDelay, maxReconnectDelay and backOffMultiplier.
-func reconnect(t *table, nc *NetworkConnector) {
-	good := true
-	if v, ok := t.duration("initialReconnectDelay"); ok {
-		if v <= 0 {
-			t.errorf("initialReconnectDelay", "want more than 0, got %s", v)
-			good = false
-		} else {
-			nc.Reconnect.Initial = v
-		}
-	} else if t.has("initialReconnectDelay") {
-		good = false
-	}
-	if v, ok := t.duration("maxReconnectDelay"); ok {
-		if v <= 0 {
-			t.errorf("maxReconnectDelay", "want more than 0, got %s", v)
-			good = false
-		} else {
-			nc.Reconnect.Max = v
-		}
-	} else if t.has("maxReconnectDelay") {
-		good = false
-	}
-	if f, ok := t.number("backOffMultiplier"); ok {
-		if math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
-			t.errorf("backOffMultiplier", "want a number of at least 1 (1 keeps the delay constant), got %v", f)
-		} else {
-			nc.Reconnect.Multiplier = f
-		}
-	}
-	if good && nc.Reconnect.Max < nc.Reconnect.Initial {
-		if t.has("maxReconnectDelay") {
-			t.errorf("maxReconnectDelay", "%s is below initialReconnectDelay %s", nc.Reconnect.Max, nc.Reconnect.Initial)
-		} else {
-			t.errorf("initialReconnectDelay", "%s is above maxReconnectDelay (default %s); raise maxReconnectDelay too", nc.Reconnect.Initial, nc.Reconnect.Max)
-		}
+// strings decodes a list of strings, recording where each was written.
+func (t *table) strings(key string) []string {
+	vals, idx, _ := t.stringList(key)
+	t.elems(key, idx)
+	return vals
+}
+
+// elems records the written index of each decoded element of the list at key.
+func (t *table) elems(key string, idx []int) {
+	if len(idx) > 0 {
+		t.d.src.elems[pathKey(append(slices.Clone(t.path), key))] = idx
 	}
 }
 
 // gossipTable decodes [networkConnector.gossip].
-func (d *decoder) gossipTable(g *table) (gs *Gossip, checkable bool) {
-	gs = &Gossip{Bind: DefaultGossipBind}
-	bindOK := !g.has("bind")
+func (d *decoder) gossipTable(g *table) *Gossip {
+	gs := DefaultGossip()
 	if s, ok := g.str("bind"); ok {
-		if why := hostPort(s, true, false); why != "" {
-			g.errorf("bind", "%s, got %q", why, uriredact.Shorten(s))
-		} else {
-			bindOK = true
-			gs.Bind = s
-		}
+		gs.Bind = s
 	}
-	if s, ok := g.str("advertise"); ok && s != "" {
-		if why := hostPort(s, false, true); why != "" {
-			g.errorf("advertise", "%s, got %q (or \"\" to let memberlist choose)", why, uriredact.Shorten(s))
-		} else {
-			gs.Advertise = s
-		}
+	if s, ok := g.str("advertise"); ok {
+		gs.Advertise = s
 	}
-	vals, idx, _ := g.stringList("join")
-	for j, s := range vals {
-		if why := joinAddr(s); why != "" {
-			g.elemErrorf("join", idx[j], "%s, got %q", why, uriredact.Shorten(s))
-			continue
-		}
-		gs.Join = append(gs.Join, s)
+	gs.Join = g.strings("join")
+	if s, ok := g.str("timings"); ok {
+		gs.Timings = s
 	}
-	if s, ok := g.str("timings"); ok && s != "" {
-		switch s {
-		case GossipTimingsLAN, GossipTimingsFast:
-			gs.Timings = s
-		default:
-			g.errorf("timings", "unknown timings %q; want %q or %q", uriredact.Shorten(s), GossipTimingsLAN, GossipTimingsFast)
-		}
+	if s, ok := g.str("nodeName"); ok {
+		gs.NodeName = s
 	}
-	if s, ok := g.str("nodeName"); ok && s != "" {
-		if why := ValidName(s); why != "" {
-			g.errorf("nodeName", "%s", why)
-		} else {
-			gs.NodeName = s
-		}
-	}
-	keyFailed := false
 	if s, ok := g.str("secretKeyFile"); ok && s != "" {
 		key, why := d.readSecretKey(s)
 		if why != "" {
 			g.errorf("secretKeyFile", "%s", why)
-			keyFailed = true
 		} else {
 			gs.SecretKey = key
 		}
 	}
 	g.boolean("insecure", &gs.Insecure)
-	vals, idx, _ = g.stringList("allowedBrokers")
-	for j, s := range vals {
-		if _, err := discovery.ParseAllowList([]string{s}); err != nil {
-			g.elemErrorf("allowedBrokers", idx[j], "%v", err)
-			continue
-		}
-		gs.AllowedBrokers = append(gs.AllowedBrokers, s)
+	gs.AllowedBrokers = g.strings("allowedBrokers")
+	if s, ok := g.str("advertiseBrokerURI"); ok {
+		gs.AdvertiseBrokerURI = s
 	}
-	if s, ok := g.str("advertiseBrokerURI"); ok && s != "" {
-		// The gossip agent advertises one broker URI (discovery's
-		// LocalBroker.URI), which the other members dial as it is.
-		if _, err := endpoint.Parse(s); err != nil {
-			g.errorf("advertiseBrokerURI", "%v", err)
-		} else {
-			gs.AdvertiseBrokerURI = s
-		}
-	}
-	// A bind or secretKeyFile that failed is reported on its own.
-	return gs, bindOK && !keyFailed
+	return gs
 }
 
 // joinAddr validates a seed member: host or host:port.
@@ -625,107 +445,27 @@ func (d *decoder) readSecretKey(path string) (key []byte, why string) {
 	return key, ""
 }
 
-// link checks what spans tables: unique names, connectors' brokers,
-// connectors to their own broker, gossip ports; and fills in defaults that
-// come from a connector's broker.
-func (d *decoder) link(brokers []*brokerEntry, conns []*connEntry) {
-	byName := map[string]*brokerEntry{}
-	var names []string
-	for _, b := range brokers {
-		if b.b.Name == "" {
-			continue
-		}
-		if first, dup := byName[b.b.Name]; dup {
-			b.t.errorf("name", "duplicate broker name %q (first at line %d)", b.b.Name, first.t.at("", -1).line)
-			continue
-		}
-		byName[b.b.Name] = b
-		names = append(names, b.b.Name)
+// checkAdvertised warns about the broker URI the i-th connector advertises
+// by gossip: one that other members cannot dial, or a passcode sent in clear.
+func (d *decoder) checkAdvertised(cfg *Config, i int) {
+	nc := cfg.Connectors[i]
+	g := nc.Gossip
+	if g == nil || nc.URI.Kind != discovery.Gossip {
+		return
 	}
-
-	seen := map[string]*connEntry{}
-	type bind struct {
-		host, port string
-		c          *connEntry
-	}
-	var binds []bind
-	for _, c := range conns {
-		nc, t := &c.nc, c.t
-		if nc.Name != "" {
-			if first, dup := seen[nc.Name]; dup {
-				t.errorf("name", "duplicate connector name %q (first at line %d)", nc.Name, first.nc.Line)
-			} else {
-				seen[nc.Name] = c
-			}
-		}
-
-		var b *brokerEntry
-		switch {
-		case c.brokerGiven:
-			b = byName[nc.Broker]
-			if b == nil && len(names) > 0 {
-				msg := fmt.Sprintf("unknown broker %q", uriredact.Shorten(nc.Broker))
-				if s := suggest(nc.Broker, names); s != "" {
-					msg += fmt.Sprintf("; did you mean %q?", s)
-				} else {
-					msg += fmt.Sprintf("; the [[broker]] names are %s", quoteList(names))
-				}
-				t.errorf("broker", "%s", msg)
-			}
-		case len(brokers) == 1:
-			b = brokers[0]
-			nc.Broker = b.b.Name
-		case len(brokers) > 1:
-			t.missingf("broker", "missing: with %d [[broker]] tables, name the one to bridge from (%s)", len(brokers), quoteList(names))
-		}
-
-		if b != nil && b.uriOK && c.uriOK {
-			for _, u := range nc.URI.URIs {
-				for _, lu := range b.b.URI.URIs {
-					if sameBroker(u, lu) {
-						t.errorf("uri", "%s is the local broker %q itself", u, b.b.Name)
-					}
-				}
-			}
-		}
-
-		if g := nc.Gossip; g != nil {
-			d.checkAdvertised(c, b)
-			if host, port, err := net.SplitHostPort(g.Bind); err == nil && port != "0" {
-				for _, other := range binds {
-					if other.port == port && (other.host == host || isAnyHost(host) || isAnyHost(other.host)) {
-						key := "bind"
-						if !c.gossip.has("bind") {
-							key = ""
-						}
-						c.gossip.errorf(key, "gossip bind %s clashes with connector %q's %s", g.Bind, other.c.nc.Name, net.JoinHostPort(other.host, other.port))
-						break
-					}
-				}
-				binds = append(binds, bind{host, port, c})
-			}
-		}
-	}
-}
-
-// checkAdvertised warns about the broker URI a gossip connector advertises:
-// one that other members cannot dial, or a passcode sent in clear.
-func (d *decoder) checkAdvertised(c *connEntry, b *brokerEntry) {
-	g := c.nc.Gossip
 	var adv transport.URI
-	switch {
-	case g.AdvertiseBrokerURI != "":
+	if g.AdvertiseBrokerURI != "" {
 		u, err := endpoint.Parse(g.AdvertiseBrokerURI)
 		if err != nil {
 			return
 		}
 		adv = u
-	case b != nil && b.uriOK:
-		adv = b.b.URI.URIs[0]
-	default:
+	} else if b, ok := cfg.Broker(nc.Broker); ok && len(b.URI.URIs) > 0 {
+		adv = b.URI.URIs[0]
+	} else {
 		return
 	}
-	at := fmt.Sprintf("%s:%d: %s", d.file, c.nc.Line, c.t.label)
+	at := fmt.Sprintf("%s:%d: %s", d.file, nc.Line, label("networkConnector", validName(nc.Name), i))
 	if isLocalHost(adv.Hostname()) {
 		d.warns = append(d.warns, fmt.Sprintf(
 			"%s: gossip advertises the local broker as %s, which other members cannot dial; set gossip.advertiseBrokerURI", at, adv))

@@ -302,8 +302,8 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
 		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
-		StuckInterval: stuckInterval(cfg.StuckInterval),
-		Renames:       cfg.Renames, Log: log,
+		StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
+		Renames: cfg.Renames, Log: log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
@@ -312,20 +312,11 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
 			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
-			StuckInterval: stuckInterval(cfg.StuckInterval),
-			Renames:       destination.InvertRenames(cfg.Renames), Log: log,
+			StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
+			Renames: destination.InvertRenames(cfg.Renames), Log: log,
 		})
 	}
 	return out
-}
-
-// stuckInterval maps a connector's stuckInterval (0: off) onto
-// bridge.Config.StuckInterval (0: the default, negative: off).
-func stuckInterval(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // DemandOptions maps a connector's ActiveMQ-named options onto the demand rules.

@@ -72,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad pattern", []string{"bridge", "--include", "queue://a..b", "stomp://h:1", "stomp://h:2"}, "--include"},
 		{"bad ttl", []string{"bridge", "--network-ttl", "-3", "stomp://h:1", "stomp://h:2"}, "--network-ttl -3"},
 		{"stuck interval too short", []string{"bridge", "--stuck-interval", "10ms", "stomp://h:1", "stomp://h:2"}, "--stuck-interval 10ms: want 0 (off) or at least 1s, got 10ms"},
-		{"sidecar stuck interval too short", []string{"sidecar", "--broker", "stomp://h:1", "--stuck-interval", "-1s"}, "stuckInterval: want 0 (off) or at least 1s, got -1s"},
+		{"sidecar stuck interval too short", []string{"sidecar", "--broker", "stomp://h:1", "--stuck-interval", "-1s"}, "--stuck-interval -1s: want 0 (off) or at least 1s, got -1s"},
 		{"bad rename", []string{"bridge", "--rename", "queue://a=topic://b", "stomp://h:1", "stomp://h:2"}, `--rename: rename queue://a=topic://b: a queue cannot become a topic`},
 		{"rename twice", []string{"bridge", "--rename", "queue://a=queue://b", "--rename", "queue://a=queue://c", "stomp://h:1", "stomp://h:2"}, "queue://a is renamed twice"},
 		{"bad log level", []string{"bridge", "--log-level", "loud", "stomp://h:1", "stomp://h:2"}, `--log-level "loud"`},

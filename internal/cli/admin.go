@@ -27,10 +27,18 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.insecure, "admin-insecure", false, "allow a non-loopback --admin without a token")
 }
 
+// name tells cf which flag sets each key of the [admin] table.
+func (a *adminFlags) name(cf *config.Flags) {
+	for key, fl := range map[string]string{"listen": "--admin", "tokenFile": "--admin-token-file",
+		"certFile": "--admin-cert-file", "keyFile": "--admin-key-file", "insecure": "--admin-insecure"} {
+		cf.Name("admin", key, fl)
+	}
+}
+
 // config returns the flags as the [admin] table; warn notes a token file
 // others can read.
 func (a *adminFlags) config() (c config.Admin, warn string, err error) {
-	c = config.Admin{Listen: a.listen, CertFile: a.certFile, KeyFile: a.keyFile, Insecure: a.insecure}
+	c = config.Admin{Listen: a.listen, TokenFile: a.tokenFile, CertFile: a.certFile, KeyFile: a.keyFile, Insecure: a.insecure}
 	if a.tokenFile != "" {
 		c.Token, warn, err = config.ReadPasswordFile(a.tokenFile)
 		if err != nil {

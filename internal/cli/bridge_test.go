@@ -1,21 +1,35 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/config"
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
+// bridgeConfig parses the bridge command's flags and URIs into its
+// configuration, as runBridge does.
+func bridgeConfig(t *testing.T, local, remote string, args ...string) (*config.Config, error) {
+	t.Helper()
+	var f bridgeFlags
+	fs := newFlagSet("bridge")
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	l, r := bridgeURIs(t, local, remote)
+	return f.config(l, r)
+}
+
 // TestRenameFlagsReachTheConnector: --rename becomes the connector's renames,
 // in the order given.
 func TestRenameFlagsReachTheConnector(t *testing.T) {
-	local, remote := bridgeURIs(t, "stomp://127.0.0.1:61613", "amqp://127.0.0.1:5672")
-	f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console",
-		rename: stringList{"queue://orders=queue://shop.orders", "/topic/a=/topic/b"}}
-	cfg, err := f.config(local, remote)
+	cfg, err := bridgeConfig(t, "stomp://127.0.0.1:61613", "amqp://127.0.0.1:5672",
+		"--rename", "queue://orders=queue://shop.orders", "--rename", "/topic/a=/topic/b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,17 +43,22 @@ func TestRenameFlagsReachTheConnector(t *testing.T) {
 }
 
 // TestStuckIntervalFlagReachesTheConnector: --stuck-interval becomes the
-// connector's stuckInterval, 0 included (off).
+// connector's stuckInterval; 0 is config.Off, and no flag the default.
 func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
-	local, remote := bridgeURIs(t, "stomp://127.0.0.1:61613", "stomp://127.0.0.1:61614")
-	for _, d := range []time.Duration{0, time.Minute} {
-		f := bridgeFlags{networkTTL: 1, prefetch: 1000, window: 500, logLevel: "info", logFormat: "console", stuckInterval: d}
-		cfg, err := f.config(local, remote)
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, config.DefaultStuckInterval},
+		{[]string{"--stuck-interval", "0"}, config.Off},
+		{[]string{"--stuck-interval", "2m"}, 2 * time.Minute},
+	} {
+		cfg, err := bridgeConfig(t, "stomp://127.0.0.1:61613", "stomp://127.0.0.1:61614", tc.args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := cfg.Connectors[0].StuckInterval; got != d {
-			t.Errorf("--stuck-interval %s: connector has %s", d, got)
+		if got := cfg.Connectors[0].StuckInterval; got != tc.want {
+			t.Errorf("%q: connector has %s, want %s", tc.args, got, tc.want)
 		}
 	}
 }
@@ -48,16 +67,8 @@ func TestStuckIntervalFlagReachesTheConnector(t *testing.T) {
 // (default true, as ActiveMQ's bridgeTempDestinations) becomes the
 // connector's bridgeTempDestinations, false included.
 func TestBridgeTempDestinationsFlagReachesTheConnector(t *testing.T) {
-	local, remote := bridgeURIs(t, "tcp://127.0.0.1:61616", "tcp://127.0.0.1:61617")
 	for _, args := range [][]string{nil, {"--bridge-temp-destinations=false"}, {"--bridge-temp-destinations"}} {
-		var f bridgeFlags
-		fs := newFlagSet("bridge")
-		fs.BoolVar(&f.bridgeTemp, "bridge-temp-destinations", true, "")
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		f.networkTTL, f.prefetch, f.window, f.logLevel, f.logFormat = 1, 1000, 500, "info", "console"
-		cfg, err := f.config(local, remote)
+		cfg, err := bridgeConfig(t, "tcp://127.0.0.1:61616", "tcp://127.0.0.1:61617", args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,6 +76,48 @@ func TestBridgeTempDestinationsFlagReachesTheConnector(t *testing.T) {
 		if got := cfg.Connectors[0].BridgeTempDestinations; got != want {
 			t.Errorf("%q: connector has bridgeTempDestinations %v, want %v", args, got, want)
 		}
+	}
+}
+
+// TestFlagsHaveTheFileDefaults: the bridge command's connector is
+// DefaultConnector, as a file's is, apart from what the command sets.
+func TestFlagsHaveTheFileDefaults(t *testing.T) {
+	cfg, err := bridgeConfig(t, "stomp://127.0.0.1:61613", "stomp://127.0.0.1:61614")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Connectors[0]
+	want := config.DefaultConnector()
+	want.Name, want.Broker, want.URI, want.Reconnect = "bridge", "local", got.URI, transport.Reconnect{}
+	if !got.Equal(want) {
+		t.Errorf("connector\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestFlagProblemsNameTheFlag: every problem is reported at once, each by
+// the flag (and value) that set it; an unset --message-ttl is --network-ttl's.
+func TestFlagProblemsNameTheFlag(t *testing.T) {
+	_, err := bridgeConfig(t, "stomp://127.0.0.1:61613", "stomp://127.0.0.1:61614",
+		"--network-ttl", "0", "--window", "0", "--log-level", "loud", "--include", "a..b",
+		"--rename", "queue://a=queue://b", "--rename", "queue://a=queue://c", "--stuck-interval", "10ms")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		`--network-ttl 0: want -1 (unlimited) or a hop count of at least 1, got 0`,
+		`--window 0: want at least 1 unconfirmed message, got 0`,
+		`--log-level "loud": unknown level "loud"; want trace, debug, info, warn or error`,
+		`--include: pattern "a..b": empty word 2`,
+		`--rename queue://a=queue://c: renames: queue://a is renamed twice (queue://b and queue://c)`,
+		`--stuck-interval 10ms: want 0 (off) or at least 1s, got 10ms`,
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("errors lack %q:\n%v", w, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "--network-ttl 0"); n != 1 {
+		t.Errorf("--network-ttl reported %d times:\n%v", n, err)
 	}
 }
 
