@@ -1,7 +1,7 @@
 # brokernet — see README.md.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/brokernet/brokernet/internal/cli.Version=$(VERSION)
+LDFLAGS := -X github.com/brokernet/brokernet/cmd/brokernet/internal/cli.Version=$(VERSION)
 
 .PHONY: all build dist deps test unit bench soak demo fmt vet clean scale-sim scale-daemon scale
 
@@ -53,9 +53,9 @@ vet:
 # Each benchmark runs every mode×path -bench.repeat times (default 3) in
 # interleaved rounds and reports median and range; flags go in BENCHFLAGS after
 # -args, e.g. BENCHFLAGS='-args -bench.repeat=5 -bench.paths=native,brokernet'
-# (the full flag list heads internal/bench/bench_test.go).
+# (the full flag list heads internal/testkit/bench/bench_test.go).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 120m ./internal/bench/ $(BENCHFLAGS)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 120m ./internal/testkit/bench/ $(BENCHFLAGS)
 
 # soak runs a stream of persistent messages through a chain of three brokers for
 # SOAK (default 30m) while brokers are killed and restarted and the consumer churns,
@@ -63,20 +63,20 @@ bench: deps
 # Short trial: make soak SOAK=2m SOAKFLAGS='-soak.restart 40s -soak.report 20s'
 SOAK ?= 30m
 soak: deps
-	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./internal/bench/ -soak $(SOAK) $(SOAKFLAGS)
+	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./internal/testkit/bench/ -soak $(SOAK) $(SOAKFLAGS)
 
 # scale-sim simulates networks of 100, 300 and 1,000 brokers driving the real
-# demand rules (internal/netsim) and writes the tables and plots of
+# demand rules (internal/testkit/netsim) and writes the tables and plots of
 # bench/SCALE.md (no broker; 34 min at load 25, under 1 GB). SCALESIMFLAGS="-n 20,50" for a
 # try, SCALESIMFLAGS=-replot to redraw the plots from bench/scale/*.csv.
 scale-sim:
-	$(GO) run ./internal/netsim/cmd/scalesim -out bench $(SCALESIMFLAGS)
+	$(GO) run ./internal/testkit/netsim/cmd/scalesim -out bench $(SCALESIMFLAGS)
 
 # scale-daemon measures one `brokernet run` process with 1, 10, 50 and 100
 # connectors (RSS, goroutines, start-up, SIGHUP reload) against two ActiveMQ
 # brokers, writing bench/scale/daemon.csv (not part of test).
 scale-daemon: deps
-	$(GO) test -run '^TestManyConnectors$$' -count=1 -v -timeout 60m ./internal/scale/ -scale.daemon -scale.out $(CURDIR)/bench/scale/daemon.csv $(SCALEFLAGS)
+	$(GO) test -run '^TestManyConnectors$$' -count=1 -v -timeout 60m ./internal/testkit/scale/ -scale.daemon -scale.out $(CURDIR)/bench/scale/daemon.csv $(SCALEFLAGS)
 
 # scale starts SCALE_BROKERS (20) ActiveMQ brokers with 128 MiB heaps, one
 # after the other, and for a ring, a random degree-3 graph and a gossip mesh of
@@ -87,7 +87,7 @@ scale-daemon: deps
 # machine). Try small: make scale SCALE_BROKERS=6 SCALEFLAGS='-scale.mesh 4'
 SCALE_BROKERS ?= 20
 scale: deps
-	$(GO) test -run '^TestNetwork$$' -count=1 -v -timeout 120m ./internal/scale/ -scale.network -scale.brokers $(SCALE_BROKERS) -scale.netout $(CURDIR)/bench/scale/network.csv $(SCALEFLAGS)
+	$(GO) test -run '^TestNetwork$$' -count=1 -v -timeout 120m ./internal/testkit/scale/ -scale.network -scale.brokers $(SCALE_BROKERS) -scale.netout $(CURDIR)/bench/scale/network.csv $(SCALEFLAGS)
 
 # demo starts two ActiveMQ brokers, a bridge, a consumer and a producer.
 demo: deps build

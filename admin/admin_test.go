@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/metrics"
 )
 

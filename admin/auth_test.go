@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 func TestCheckExposure(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/metrics"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/transport"
 )
 

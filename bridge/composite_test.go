@@ -9,9 +9,9 @@ import (
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestCompositeConsumerWithExcludedMember is the composite-destination

@@ -11,7 +11,7 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/transporttest"
 )

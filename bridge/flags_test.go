@@ -15,15 +15,15 @@ import (
 	"github.com/brokernet/brokernet/advisory"
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport/openwire"
 )
 
 // Consumer flags (exclusive, noLocal, retroactive), message groups and virtual
 // topics across two brokers, seen by ActiveMQ's own JMS client
-// (internal/jmstest/Flags.java), each scenario run over brokernet and over
+// (internal/testkit/jmstest/Flags.java), each scenario run over brokernet and over
 // ActiveMQ's own networkConnector between another pair of brokers, so that the
 // counts can be compared (docs/consumer-flags.md).
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // sendBody sends one message with body to dest and waits for its receipt.

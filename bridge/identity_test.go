@@ -11,10 +11,10 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/amqptest"
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/amqptest"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 )
 
 // TestBridgeOverStompUnderLoad pushes 30,000 non-persistent 1 KiB messages

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestExclusionHoldsForWildcardDemand: with queue://secret.> excluded, a

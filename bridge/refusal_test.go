@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // A message the remote broker refuses (here: larger than its STOMP connector's

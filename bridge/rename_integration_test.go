@@ -7,8 +7,8 @@ import (
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestRenameActiveMQQueueToRabbitMQ: ActiveMQ queue orders.N is RabbitMQ

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 

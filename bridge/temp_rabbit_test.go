@@ -12,9 +12,9 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 	gostomp "github.com/go-stomp/stomp/v3"
 
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestRequestReplyAcrossVendors measures request/reply between RabbitMQ 3.10

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 

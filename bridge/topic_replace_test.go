@@ -16,8 +16,8 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // These tests cover issue 8, defects 1 and 2: demand subscriptions that come

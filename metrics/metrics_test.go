@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 )
 
 func TestSeriesCarryBridgeStats(t *testing.T) {

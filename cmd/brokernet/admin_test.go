@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestBridgeAdminAndStatusCommand runs `brokernet bridge --duplex --admin` between

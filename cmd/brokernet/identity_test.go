@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/faultproxy"
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/faultproxy"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestSIGKILLDuplicatesSeenByJMS is issue 23's crash run, seen by a JMS

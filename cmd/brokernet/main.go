@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/brokernet/brokernet/internal/cli"
+	"github.com/brokernet/brokernet/cmd/brokernet/internal/cli"
 )
 
 func main() {

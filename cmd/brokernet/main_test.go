@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // These tests run the real binary as a user would: flags, exit codes, signals.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 )
 
 // TestBridgeOverOpenWireURIs runs `brokernet bridge tcp://A tcp://B`: both

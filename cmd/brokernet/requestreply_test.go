@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestRequestReplyThroughTheBridgeCommand is issue 23's measurement as a user

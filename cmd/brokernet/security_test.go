@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // TestSecurityRefusals: settings that would expose gossip, the admin endpoint

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 type name string

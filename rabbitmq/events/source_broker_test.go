@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brokernet/brokernet/advisory"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/events"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"

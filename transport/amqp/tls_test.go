@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 // pki writes a CA, a server certificate for 127.0.0.1 and a client

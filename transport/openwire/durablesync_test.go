@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/transporttest"
 )

@@ -20,7 +20,7 @@ import (
 
 	"github.com/brokernet/brokernet/transport"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 // fakeBroker is just enough of an OpenWire broker, in loose encoding, for

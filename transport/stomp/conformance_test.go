@@ -3,7 +3,7 @@ package stomp
 import (
 	"testing"
 
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/transporttest"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 // TestTLSWithCAFile connects over stomp+ssl to a broker whose certificate is

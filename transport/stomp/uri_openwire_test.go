@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 // TestOpenWirePortOption: ?openwirePort= names the broker's OpenWire port, makes

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
-	"github.com/brokernet/brokernet/internal/tlstest"
+	"github.com/brokernet/brokernet/internal/testkit/tlstest"
 )
 
 // marker is the passcode the redaction tests plant; no error may contain it.

@@ -198,7 +198,7 @@ func TestBadProcsIsAUsageErrorAndChangesNothing(t *testing.T) {
 	for _, args := range [][]string{
 		{"bridge", "--procs", "-1", "stomp://127.0.0.1:1", "stomp://127.0.0.1:2"},
 		{"sidecar", "--broker", "stomp://127.0.0.1:1", "--procs", "-1"},
-		{"run", "-c", "../../testdata/federation-static.toml", "--procs", "-1"},
+		{"run", "-c", "../../../../testdata/federation-static.toml", "--procs", "-1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(args, &stdout, &stderr)

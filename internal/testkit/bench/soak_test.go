@@ -24,8 +24,8 @@ import (
 
 	"github.com/go-stomp/stomp/v3/frame"
 
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/netsim"
+	"github.com/brokernet/brokernet/internal/testkit/netsim"
 )
 
 type options struct {

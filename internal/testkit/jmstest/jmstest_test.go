@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 func TestMain(m *testing.M) { testbroker.Main(m) }

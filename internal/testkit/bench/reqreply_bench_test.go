@@ -1,7 +1,7 @@
 package bench
 
 // BenchmarkRequestReply measures request/reply across one link, as JMS
-// applications make it, with ActiveMQ's own JMS client (internal/jmstest's
+// applications make it, with ActiveMQ's own JMS client (internal/testkit/jmstest's
 // RoundTrip): a responder on broker A answers requests on a queue, a requester
 // on broker B sends them one after the other with JMSReplyTo a temporary
 // queue of its own and waits for each reply. Every request crosses B→A and
@@ -41,8 +41,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/jmstest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/jmstest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 var (

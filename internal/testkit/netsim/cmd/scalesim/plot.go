@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/brokernet/brokernet/internal/netsim"
+	"github.com/brokernet/brokernet/internal/testkit/netsim"
 )
 
 var palette = []color.Color{

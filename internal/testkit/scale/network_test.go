@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/bench"
-	"github.com/brokernet/brokernet/internal/netsim"
-	"github.com/brokernet/brokernet/internal/stomptest"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/bench"
+	"github.com/brokernet/brokernet/internal/testkit/netsim"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 var (

@@ -42,7 +42,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/amqp"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/metrics"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/destination"
-	"github.com/brokernet/brokernet/internal/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/amqp"

@@ -38,7 +38,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 var flagCrossPaths = flag.String("bench.crosspaths", "brokernet-stomp,brokernet-amqp",

@@ -64,7 +64,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 var (

@@ -18,7 +18,7 @@ import (
 	"github.com/brokernet/brokernet/transport/stomp"
 )
 
-// Version is set at build time with -ldflags "-X github.com/brokernet/brokernet/internal/cli.Version=...".
+// Version is set at build time with -ldflags "-X github.com/brokernet/brokernet/cmd/brokernet/internal/cli.Version=...".
 var Version = "dev"
 
 // errUsage marks errors that are the user's input; they exit with status 2.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
-	"github.com/brokernet/brokernet/internal/testbroker"
+	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
 
@@ -31,7 +31,7 @@ var (
 // machine. With -bench.cpuprofile the bridge runs in this process instead, under
 // a pprof label, and the profile shows where its time goes.
 //
-//	go test -count=1 -run TestBridgeCPU ./internal/bench/ -args -bench.cpu=stomp,openwire [-bench.cpuprofile=/tmp/prof]
+//	go test -count=1 -run TestBridgeCPU ./internal/testkit/bench/ -args -bench.cpu=stomp,openwire [-bench.cpuprofile=/tmp/prof]
 func TestBridgeCPU(t *testing.T) {
 	if *flagCPU == "" {
 		t.Skip("set -bench.cpu=stomp,openwire to run")

@@ -1,8 +1,8 @@
 // Command scalesim runs the netsim sweeps for issue 12 and writes their tables
 // and plots into bench/SCALE.md (between its netsim markers) and bench/scale/.
 //
-//	go run ./internal/netsim/cmd/scalesim            # N = 100, 300, 1000
-//	go run ./internal/netsim/cmd/scalesim -n 20,50   # a quick try
+//	go run ./internal/testkit/netsim/cmd/scalesim            # N = 100, 300, 1000
+//	go run ./internal/testkit/netsim/cmd/scalesim -n 20,50   # a quick try
 package main
 
 import (
