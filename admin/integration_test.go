@@ -22,28 +22,15 @@ import (
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/syncbuf"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/metrics"
 )
 
-// syncBuffer collects log lines from the bridges' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines written so far, decoded.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// logLines returns the JSON log lines written to b so far, decoded.
+func logLines(t *testing.T, b *syncbuf.Buffer) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(b.Bytes()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -116,7 +103,7 @@ func TestAdminAgainstRealBrokers(t *testing.T) {
 	}
 	a, b := brokers[0], brokers[1]
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := zerolog.New(io.MultiWriter(logs, zerolog.TestWriter{T: t})).With().Timestamp().Logger()
 	// Short back-off so the down period shows several attempts.
 	fast := "?initialReconnectDelay=200ms&maxReconnectDelay=800ms"
@@ -282,7 +269,7 @@ func TestAdminAgainstRealBrokers(t *testing.T) {
 
 	// The remote broker goes away: not ready, with a reason per bridge, and at
 	// most one log line per reconnect attempt.
-	before := len(logs.lines(t))
+	before := len(logLines(t, logs))
 	reconnects := func() int64 {
 		var n int64
 		for _, r := range running {
@@ -327,7 +314,7 @@ func TestAdminAgainstRealBrokers(t *testing.T) {
 	var down []map[string]any
 	reconnecting := 0
 	stomptest.Eventually(t, 10*time.Second, func() error {
-		down = logs.lines(t)[before:]
+		down = logLines(t, logs)[before:]
 		reconnecting = 0
 		for _, l := range down {
 			if l["message"] == "bridge down, reconnecting" {

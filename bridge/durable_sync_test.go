@@ -1,13 +1,10 @@
 package bridge_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
@@ -93,16 +90,7 @@ func durableDestroyedWhileBridgeDown(t *testing.T, a, b *testbroker.ActiveMQ, st
 	stomptest.SendN(t, a.StompURI(), "/topic/gone", 100, 50, true)
 	stomptest.SendN(t, a.StompURI(), "/topic/kept", 100, 50, true)
 	// One subscriber destroys its durable subscription while the bridge is down.
-	c := stomptest.Dial(t, b.StompURI()+"?clientId=durable-x")
-	done := make(chan error, 1)
-	if err := c.WriteReceipt(context.Background(), frame.New(frame.UNSUBSCRIBE, frame.Id, "x",
-		"activemq.subscriptionName", "sx"), func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	c.Close(context.Background())
+	stomptest.DestroyDurable(t, b.StompURI(), "durable-x", "sx")
 
 	ab = start()
 	want := int64(0)

@@ -265,16 +265,7 @@ func TestDurableDestroyedWhileBridgeDown(t *testing.T) {
 	// Kept for the offline subscriber by the durable demand on A.
 	stomptest.SendN(t, a.StompURI(), "/topic/gone", 100, 50, true)
 	// The subscriber destroys its durable subscription while the bridge is down.
-	c := stomptest.Dial(t, b.StompURI()+"?clientId=durable-x")
-	done := make(chan error, 1)
-	if err := c.WriteReceipt(context.Background(), frame.New(frame.UNSUBSCRIBE, frame.Id, "x",
-		"activemq.subscriptionName", "sx"), func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	c.Close(context.Background())
+	stomptest.DestroyDurable(t, b.StompURI(), "durable-x", "sx")
 
 	ab = startBridge(t, a.StompURI(), b.StompURI(), withTimeout)
 	stomptest.Eventually(t, 30*time.Second, func() error {

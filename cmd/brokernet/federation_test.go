@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/syncbuf"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
 // startProc runs the brokernet binary with args until the test ends.
 func startProc(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
-	p := &bridgeProc{logs: &lockedBuffer{}, done: make(chan struct{})}
+	p := &bridgeProc{logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/syncbuf"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
@@ -126,25 +127,8 @@ func TestHelpAndVersion(t *testing.T) {
 // bridgeProc is a brokernet bridge running as a child process.
 type bridgeProc struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startBridgeProc(t *testing.T, args ...string) *bridgeProc {

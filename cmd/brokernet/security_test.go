@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
+	"github.com/brokernet/brokernet/internal/testkit/syncbuf"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
@@ -60,7 +61,7 @@ func TestBridgeCredentialsFromEnvironment(t *testing.T) {
 	users := map[string]string{"bridge": "Pw9marker"}
 	a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "envA", Users: users})
 	b := testbroker.StartActiveMQ(t, testbroker.Options{Name: "envB", Users: users})
-	p := &bridgeProc{logs: &lockedBuffer{}, done: make(chan struct{})}
+	p := &bridgeProc{logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(binPath, "bridge", "--log-format", "json", a.StompURI(), b.StompURI())
 	p.cmd.Env = append(os.Environ(), "BROKERNET_BROKER_USER=bridge", "BROKERNET_BROKER_PASSWORD=Pw9marker")
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

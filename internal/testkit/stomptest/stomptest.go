@@ -230,6 +230,24 @@ func (c *Consumer) Redelivered(seqs []int) int {
 // Frames returns a copy of what was received, in order.
 func (c *Consumer) Frames() []*frame.Frame { return c.Received() }
 
+// DestroyDurable removes ActiveMQ durable subscription name of client
+// clientID on the broker at uri (a STOMP UNSUBSCRIBE with
+// activemq.subscriptionName, awaited by its receipt), as a subscriber that
+// ends its subscription for good does.
+func DestroyDurable(tb testing.TB, uri, clientID, name string) {
+	tb.Helper()
+	c := Dial(tb, uri+"?clientId="+clientID)
+	defer c.Close(context.Background())
+	done := make(chan error, 1)
+	if err := c.WriteReceipt(context.Background(), frame.New(frame.UNSUBSCRIBE, frame.Id, "x",
+		"activemq.subscriptionName", name), func(err error) { done <- err }); err != nil {
+		tb.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // Eventually polls cond until it returns nil, failing the test with its last
 // error at the deadline: transporttest.Eventually, kept here for the tests
 // that use this package's producers and consumers.

@@ -7,27 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/brokernet/brokernet/internal/testkit/syncbuf"
 )
-
-// lockedBuffer is a log sink for commands whose goroutines log concurrently.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestChooseRuntime(t *testing.T) {
 	flagSet := func(n int) procsFlag { return procsFlag{n: n, set: true} }
@@ -172,7 +155,7 @@ uri = "stomp://127.0.0.1:2"
 				t.Setenv(k, v)
 			}
 			got := observeRuntime(t)
-			var stdout, stderr lockedBuffer
+			var stdout, stderr syncbuf.Buffer
 			if err := tt.run(ctx, &env{stdout: &stdout, stderr: &stderr}, tt.args); err != nil {
 				t.Fatalf("%v\n%s", err, stderr.String())
 			}
