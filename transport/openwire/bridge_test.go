@@ -102,4 +102,3 @@ func startBridge(t *testing.T, a, b *testbroker.ActiveMQ) *bridge.Bridge {
 	}
 	return br
 }
-
