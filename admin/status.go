@@ -59,33 +59,37 @@ type Node struct {
 // BridgeStatus is one bridge. The fields up to Sessions are those of earlier
 // versions of /status.
 type BridgeStatus struct {
-	Connector      string              `json:"connector"`
-	Peer           string              `json:"peer"`
-	Bridge         string              `json:"bridge"`
-	Up             bool                `json:"up"`
-	Forwarded      int64               `json:"forwarded"`
-	DemandSubs     int64               `json:"demand_subscriptions"`
-	Advisories     int64               `json:"advisories"`
-	BadAdvisories  int64               `json:"bad_advisories"`
-	Sessions       int64               `json:"sessions"`
-	Local          string              `json:"local"`
-	Remote         string              `json:"remote"`
-	LocalID        string              `json:"local_id"`
-	RemoteID       string              `json:"remote_id"`
-	Since          time.Time           `json:"since"`
-	LastError      string              `json:"last_error,omitempty"`
-	Rate           float64             `json:"forwarded_per_second"`
-	ForwardedBytes int64               `json:"forwarded_bytes"`
-	InFlight       int64               `json:"in_flight"`
-	Window         int                 `json:"window"`
-	PendingSubs    int64               `json:"pending_demand_subscriptions"`
-	Duplicates     int64               `json:"duplicates_suppressed"`
-	DeadLettered   int64               `json:"dead_lettered"`
-	Stuck          int64               `json:"stuck"`
-	StuckMeasured  bool                `json:"stuck_measured"`
-	Held           int64               `json:"held"`
-	Reconnects     int64               `json:"reconnects"`
-	Demand         []bridge.DemandInfo `json:"demand"`
+	Connector      string    `json:"connector"`
+	Peer           string    `json:"peer"`
+	Bridge         string    `json:"bridge"`
+	Up             bool      `json:"up"`
+	Forwarded      int64     `json:"forwarded"`
+	DemandSubs     int64     `json:"demand_subscriptions"`
+	Advisories     int64     `json:"advisories"`
+	BadAdvisories  int64     `json:"bad_advisories"`
+	Sessions       int64     `json:"sessions"`
+	Local          string    `json:"local"`
+	Remote         string    `json:"remote"`
+	LocalID        string    `json:"local_id"`
+	RemoteID       string    `json:"remote_id"`
+	Since          time.Time `json:"since"`
+	LastError      string    `json:"last_error,omitempty"`
+	Rate           float64   `json:"forwarded_per_second"`
+	ForwardedBytes int64     `json:"forwarded_bytes"`
+	InFlight       int64     `json:"in_flight"`
+	Window         int       `json:"window"`
+	PendingSubs    int64     `json:"pending_demand_subscriptions"`
+	Duplicates     int64     `json:"duplicates_suppressed"`
+	DeadLettered   int64     `json:"dead_lettered"`
+	Stuck          int64     `json:"stuck"`
+	StuckMeasured  bool      `json:"stuck_measured"`
+	Held           int64     `json:"held"`
+	// Blocked are the destinations whose messages the remote broker holds
+	// back without confirming them (a full queue under producer flow
+	// control); the others keep flowing.
+	Blocked    []bridge.BlockedInfo `json:"blocked"`
+	Reconnects int64                `json:"reconnects"`
+	Demand     []bridge.DemandInfo  `json:"demand"`
 }
 
 // Stuck is a queue holding messages no consumer will take.
@@ -136,6 +140,10 @@ func (s *Server) Status() Status {
 		if demand == nil {
 			demand = []bridge.DemandInfo{}
 		}
+		blocked := b.Blocked()
+		if blocked == nil {
+			blocked = []bridge.BlockedInfo{}
+		}
 		stuckList, measured := b.Stuck()
 		st.StuckMeasured = st.StuckMeasured && measured
 		// The bridge's local broker holds them, whichever way the topology
@@ -160,7 +168,7 @@ func (s *Server) Status() Status {
 			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
 			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
 			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), StuckMeasured: measured, Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
-			Demand: demand,
+			Demand: demand, Blocked: blocked,
 		})
 		localID, remoteID := b.BrokerIDs()
 		st.Bridges[len(st.Bridges)-1].LocalID = localID

@@ -49,6 +49,18 @@ type Config struct {
 	Demand demand.Options
 	// Window is the most messages forwarded but not yet confirmed by the remote broker.
 	Window int
+	// DestinationWindow is the most of the window one destination may hold
+	// when the remote broker confirms messages one by one (ActiveMQ): what a
+	// destination the remote blocks can take from the others. Default Window/4.
+	DestinationWindow int
+	// BlockedAfter is how long a destination's oldest message may wait for
+	// the remote broker's confirmation before the destination is reported
+	// blocked. Default 5s.
+	BlockedAfter time.Duration
+	// Batched sends in batches (one transaction per batch) even to a remote
+	// broker that can confirm messages one by one: fewer confirmations, but
+	// a destination the remote broker blocks stops every other (isolate.go).
+	Batched bool
 	// MaxBatch is the most messages in one remote transaction. Default Window/2.
 	MaxBatch int
 	// MaxCommits is the most transaction commits awaiting their receipt. Default 2:
@@ -124,6 +136,12 @@ func (c *Config) defaults() {
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = max(1, c.Window/2)
 	}
+	if c.DestinationWindow <= 0 {
+		c.DestinationWindow = max(1, c.Window/4)
+	}
+	if c.BlockedAfter <= 0 {
+		c.BlockedAfter = 5 * time.Second
+	}
 	if c.MaxCommits <= 0 {
 		c.MaxCommits = 2
 	}
@@ -169,6 +187,9 @@ type Stats struct {
 	InFlight       atomic.Int64 // messages in the window: forwarded, not yet acknowledged locally
 	Stuck          atomic.Int64 // messages known to wait where no consumer will take them
 	Held           atomic.Int64 // messages held on a broker without selectors because they must stay there
+	// BlockedDestinations is how many destinations the remote broker holds
+	// back now without confirming their messages (isolate.go).
+	BlockedDestinations atomic.Int64
 	Sessions       atomic.Int64 // successful connections of both ends
 	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
 	// TempDestinations is how many temporary destinations of the remote
@@ -210,6 +231,9 @@ type Bridge struct {
 
 	demand demandView
 	stuck  stuckView
+
+	blockedMu sync.Mutex
+	blocked   []BlockedInfo // the current session's (isolate.go)
 
 	// drains counts the sessions that began draining (tests wait for it).
 	drains atomic.Int64

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -48,6 +49,13 @@ type fakeBroker struct {
 	persistent bool
 	// sent counts Sends, commits the Commits of at least one message.
 	sent, commits int
+	// eachConfirm makes the broker confirm messages one by one
+	// (transport.EachConfirmer), like ActiveMQ; blockedQueue is a queue whose
+	// sends it holds unconfirmed until unblock (a full queue under producer
+	// flow control), blockedSends those sends.
+	eachConfirm  bool
+	blockedQueue string
+	blockedSends []func()
 	// loopback makes the broker put committed messages on their queues, as
 	// a real one does, for the conformance suite (a bridge test keeps them
 	// in received only, so that what it forwards does not come back).
@@ -350,6 +358,67 @@ func (c *fakeConn) Send(ctx context.Context, m *transport.Message) error {
 	return nil
 }
 
+func (c *fakeConn) ConfirmsEach() bool { return c.b.eachConfirm }
+
+func (c *fakeConn) SendConfirmed(ctx context.Context, m *transport.Message) (transport.Token, error) {
+	if c.closed() {
+		return 0, c.err
+	}
+	tok := c.next()
+	done := func() {
+		c.b.mu.Lock()
+		o := transport.Accepted
+		if c.b.outcome != nil {
+			o = c.b.outcome(m)
+		}
+		if o == transport.Accepted {
+			c.b.received = append(c.b.received, m)
+			if c.b.loopback && m.Destination.Kind == destination.Queue {
+				c.b.enqueue(m)
+			}
+		}
+		closed := c.closed()
+		if !closed {
+			if o == transport.Accepted {
+				c.events <- transport.Event{Kind: transport.Confirmed, Token: tok}
+			} else {
+				c.events <- transport.Event{Kind: transport.Refused, Token: tok, Err: errors.New("fake broker refuses it")}
+			}
+		}
+		c.b.mu.Unlock()
+	}
+	c.b.mu.Lock()
+	c.b.sent++
+	block := c.b.blockedQueue != "" && m.Destination.Name == c.b.blockedQueue
+	if block {
+		c.b.blockedSends = append(c.b.blockedSends, done)
+	}
+	c.b.mu.Unlock()
+	if !block {
+		done()
+		c.b.dispatch()
+	}
+	return tok, nil
+}
+
+// unblock confirms the sends held for the blocked queue, and stops holding.
+func (b *fakeBroker) unblock() {
+	b.mu.Lock()
+	held := b.blockedSends
+	b.blockedSends, b.blockedQueue = nil, ""
+	b.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+// blockedCount is how many sends the blocked queue holds.
+func (b *fakeBroker) blockedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.blockedSends)
+}
+
 func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 	if c.closed() {
 		return 0, c.err
@@ -612,10 +681,10 @@ func TestFakeHoldsTheConnContract(t *testing.T) {
 	for _, selectors := range []bool{true, false} {
 		name := map[bool]string{true: "like ActiveMQ", false: "without selectors like RabbitMQ"}[selectors]
 		t.Run(name, func(t *testing.T) {
-			transporttest.Run(t, transporttest.Features{Protocol: "fake", Selectors: selectors, Transactions: true},
+			transporttest.Run(t, transporttest.Features{Protocol: "fake", Selectors: selectors, Transactions: true, ConfirmsEach: selectors},
 				func(t *testing.T) transport.Endpoint {
 					b := newFakeBroker("conformance")
-					b.loopback, b.noSelectors = true, !selectors
+					b.loopback, b.noSelectors, b.eachConfirm = true, !selectors, selectors
 					return b
 				})
 		})

@@ -570,6 +570,13 @@ func runFaults(t *testing.T, path *faultPath) {
 			waitAll(t, n, 90*time.Second, c)
 		})
 	}
+	// Freeze the path to the remote broker for 45 s with the URIs' default
+	// heart-beats (STOMP 8 s, AMQP 1.0 idle time-out 10 s): noticed within
+	// 15 s, back once the path is, nothing lost.
+	t.Run("frozen 45s with default heart-beats", func(t *testing.T) {
+		r, c := startFault(t, bs, path, path.base+".frozen", "", n)
+		freezeRemote(t, r.br, r.proxies(false), c, n)
+	})
 	// Run the stream over a link with 200 ms latency each way, then over one
 	// limited to 1 MB/s (the AMQP 1.0 one, whichever side it is; between two
 	// ActiveMQ brokers the remote one).
@@ -773,4 +780,39 @@ func rabbitDepth(t *testing.T, r *testbroker.RabbitMQ, q string) int {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// frozenFor is how long freezeRemote stops the path: longer than the 30 s
+// ActiveMQ's own clients take to notice by default.
+const frozenFor = 45 * time.Second
+
+// freezeRemote stops every byte through ps (no FIN, no RST) for frozenFor
+// while c receives a persistent stream of n messages: the bridge must notice
+// within 15 s, come back once the path does, and lose nothing.
+func freezeRemote(t *testing.T, br *running, ps []*faultproxy.Proxy, c faultConsumer, n int) {
+	t.Helper()
+	received(t, c, "freeze")
+	sessions := br.Stats().Sessions.Load()
+	for _, p := range ps {
+		p.BlackHole()
+	}
+	frozen := time.Now()
+	stomptest.Eventually(t, frozenFor, func() error {
+		if br.Up() {
+			return fmt.Errorf("bridge still up %v into the freeze", time.Since(frozen).Round(time.Millisecond))
+		}
+		return nil
+	})
+	noticed := time.Since(frozen)
+	t.Logf("frozen path noticed after %v", noticed.Round(time.Millisecond))
+	time.Sleep(time.Until(frozen.Add(frozenFor))) // the freeze lasts its time, whatever the bridge does
+	for _, p := range ps {
+		p.Heal()
+	}
+	healed := time.Now()
+	if noticed > 15*time.Second {
+		t.Errorf("frozen path noticed after %v, want within 15 s", noticed)
+	}
+	waitBack(t, br, sessions, healed)
+	waitAll(t, n, 2*time.Minute, c)
 }

@@ -32,6 +32,9 @@ func (s *session) onDelivery(ctx context.Context, p *peer, ev transport.Event) e
 		s.backlog.push(ev)
 		return nil
 	}
+	if s.park(ev) {
+		return nil
+	}
 	return s.onLocalMessage(ctx, ev)
 }
 
@@ -43,6 +46,9 @@ func (s *session) takeBacklog(ctx context.Context) error {
 			// A request waits for its reply-to's demand (temp.go).
 			s.backlog.pushFront(ev)
 			return nil
+		}
+		if s.park(ev) {
+			continue
 		}
 		if err := s.onLocalMessage(ctx, ev); err != nil {
 			return err
@@ -124,6 +130,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		return nil
 	}
 	e := &entry{ds: ds, ref: ev.Ref, id: m.ID, taken: time.Now()}
+	if s.eachMode() {
+		e.load = loadKey(ds, m)
+	}
 	if ds.bridgeFilters {
 		switch s.hopVerdict(ds, m) {
 		case stays:

@@ -91,6 +91,12 @@ type session struct {
 	// full, in order: the stream is always read, so that confirmations behind
 	// deliveries are never stuck. The subscriptions' prefetch bounds it.
 	backlog eventQueue
+	// each sends every message on its own to a remote broker that confirms
+	// them one by one (nil: in batches); loads are the destinations' shares
+	// of the window then, parked the deliveries waiting for one (isolate.go).
+	each   transport.EachConfirmer
+	loads  map[string]*destLoad
+	parked int
 
 	open *txn // batch being filled, nil if none
 	// remoteTx: the remote broker's Commit is a transaction, so a batch of
@@ -193,6 +199,10 @@ func (s *session) run(ctx context.Context) error {
 	defer lc.Abort()
 	li, ri := lc.Info(), rc.Info()
 	s.remoteTx = ri.Transactions
+	if ec, ok := transport.ConfirmsEach(rc); ok && !s.cfg.Batched {
+		s.each = ec
+		s.loads = make(map[string]*destLoad)
+	}
 	s.log.Info().Str("local_server", li.Server).Str("remote_server", ri.Server).
 		Str("local_protocol", li.Protocol).Str("remote_protocol", ri.Protocol).Msg("connected")
 
@@ -288,6 +298,7 @@ func (s *session) run(ctx context.Context) error {
 	defer s.b.stats.DemandSubs.Store(0)
 	defer s.b.stats.TempDestinations.Store(0) // mirrors end with the local connection
 	defer s.b.stats.PendingSubs.Store(0)
+	defer s.b.setBlocked(nil)
 
 	return s.loop(ctx, wctx)
 }
@@ -326,6 +337,12 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		defer t.Stop()
 		expire = t.C
 	}
+	var blockTick <-chan time.Time
+	if s.eachMode() {
+		t := time.NewTicker(min(time.Second, s.cfg.BlockedAfter/2))
+		defer t.Stop()
+		blockTick = t.C
+	}
 	for {
 		if s.draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
 			return s.closeGracefully(wctx)
@@ -349,6 +366,10 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			s.log.Info().Int("in_flight", s.inFlight).Msg("draining")
 			// What was taken while the window was full is given back unsettled.
 			s.backlog = eventQueue{}
+			for _, ld := range s.loads {
+				ld.parked = eventQueue{}
+			}
+			s.parked = 0
 			// Whatever is open is committed now; nothing new is taken.
 			err = s.maybeCommit(wctx, true)
 		case <-drainDeadline:
@@ -373,6 +394,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.expireDurables(wctx)
 		case <-s.temps.waitDue:
 			s.onWaitDue()
+		case <-blockTick:
+			s.checkBlocked()
 		}
 		if err != nil {
 			return err
@@ -382,6 +405,9 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			s.isolating = false
 		}
 		if !s.draining {
+			if err := s.unparkAll(wctx); err != nil {
+				return err
+			}
 			if err := s.takeBacklog(wctx); err != nil {
 				return err
 			}

@@ -40,6 +40,10 @@ type entry struct {
 	deadLettered bool
 	releases     int       // times the remote released it
 	taken        time.Time // when it was taken from the local broker
+	// load is the destination share it counts against and sentAt when it
+	// was sent, in each-confirmed mode (isolate.go).
+	load   string
+	sentAt time.Time
 }
 
 // txn is one batch sent to the remote broker.
@@ -68,7 +72,7 @@ func (s *session) admit(ctx context.Context, ev transport.Event, e *entry) (take
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		return true, s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
-	case n > 0:
+	case n > 0 && !s.eachMode():
 		if s.open != nil || s.committing > 0 {
 			// Sent alone once nothing else is in flight, so that a refusal is
 			// pinned on it.
@@ -98,6 +102,9 @@ func (s *session) settleUnsent(e *entry) {
 
 // send writes e's message in the open batch.
 func (s *session) send(ctx context.Context, e *entry) error {
+	if s.eachMode() {
+		return s.sendEach(ctx, e)
+	}
 	if s.open == nil {
 		s.open = &txn{}
 	}
@@ -435,6 +442,9 @@ func (s *session) suspects() []string {
 	}
 	if s.open != nil {
 		add(s.open)
+	}
+	for _, ld := range s.loads {
+		add(&txn{entries: ld.sent})
 	}
 	return ids
 }

@@ -68,6 +68,9 @@ const (
 	// MinStuckInterval is the shortest StuckInterval: every count browses each
 	// demanded queue on the local broker.
 	MinStuckInterval = time.Second
+	// DefaultBlockedAfter is when a destination the remote broker does not
+	// confirm is reported blocked (bridge.Config.BlockedAfter).
+	DefaultBlockedAfter = 5 * time.Second
 	// DefaultDrainTimeout bounds a bridge's drain (bridge.Config.DrainTimeout).
 	DefaultDrainTimeout = 30 * time.Second
 	// DefaultGossipBind is memberlist's default LAN bind address.
@@ -189,6 +192,18 @@ type NetworkConnector struct {
 	// Window is how many forwarded messages may await the remote broker's
 	// confirmation, >= 1. Default 500.
 	Window int
+	// IsolateDestinations sends every message on its own to a remote broker
+	// that confirms messages one by one (ActiveMQ), so that a destination it
+	// blocks holds back only its own messages (bridge.Config.Batched is its
+	// opposite). Default true.
+	IsolateDestinations bool
+	// DestinationWindow is the most of Window one destination may hold
+	// while isolated; 0 means a quarter of Window. At most Window.
+	DestinationWindow int
+	// BlockedAfter is how long a destination's oldest message may wait for
+	// the remote broker's confirmation before it is reported blocked. More
+	// than 0. Default DefaultBlockedAfter.
+	BlockedAfter time.Duration
 	// StaticallyIncludedDestinations get demand subscriptions whether or not
 	// a remote consumer asks; ExcludedDestinations still apply to them.
 	StaticallyIncludedDestinations []destination.Pattern
@@ -329,6 +344,8 @@ func DefaultConnector() NetworkConnector {
 		SuppressDuplicateTopicSubscriptions: true,
 		PrefetchSize:                        DefaultPrefetchSize,
 		Window:                              DefaultWindow,
+		IsolateDestinations:                 true,
+		BlockedAfter:                        DefaultBlockedAfter,
 		StuckInterval:                       DefaultStuckInterval,
 		DrainTimeout:                        DefaultDrainTimeout,
 		Reconnect:                           transport.DefaultReconnect(),

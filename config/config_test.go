@@ -258,6 +258,16 @@ func TestValues(t *testing.T) {
 				t.Errorf("drainTimeout %v", nc.DrainTimeout)
 			}
 		}},
+		{"isolation by default", "", func(t *testing.T, nc NetworkConnector) {
+			if !nc.IsolateDestinations || nc.DestinationWindow != 0 || nc.BlockedAfter != DefaultBlockedAfter {
+				t.Errorf("isolateDestinations %v, destinationWindow %d, blockedAfter %v", nc.IsolateDestinations, nc.DestinationWindow, nc.BlockedAfter)
+			}
+		}},
+		{"isolation tuned", "isolateDestinations = false\ndestinationWindow = 50\nblockedAfter = \"10s\"", func(t *testing.T, nc NetworkConnector) {
+			if nc.IsolateDestinations || nc.DestinationWindow != 50 || nc.BlockedAfter != 10*time.Second {
+				t.Errorf("isolateDestinations %v, destinationWindow %d, blockedAfter %v", nc.IsolateDestinations, nc.DestinationWindow, nc.BlockedAfter)
+			}
+		}},
 		{"an integer multiplier is a number", "backOffMultiplier = 3", func(t *testing.T, nc NetworkConnector) {
 			if nc.Reconnect.Multiplier != 3 {
 				t.Errorf("multiplier %v", nc.Reconnect.Multiplier)
@@ -344,6 +354,11 @@ func TestParseErrors(t *testing.T) {
 			}},
 		{"a stuck-message interval below a second", connector + "stuckInterval = \"100ms\"\n",
 			[]string{`6:1: networkConnector "a": stuckInterval: want 0 (off) or at least 1s, got 100ms`}},
+		{"a destination window beyond the window", connector + "window = 100\ndestinationWindow = 101\nblockedAfter = \"0s\"\n",
+			[]string{
+				`7:1: networkConnector "a": destinationWindow: want 0 (a quarter of window) or 1..window (100), got 101`,
+				`8:1: networkConnector "a": blockedAfter: want more than 0, got 0s`,
+			}},
 		{"a drain timeout of 0", connector + "drainTimeout = 0\n",
 			[]string{`6:1: networkConnector "a": drainTimeout: want more than 0, got 0s`}},
 		{"maxReconnectDelay below initialReconnectDelay", connector + "initialReconnectDelay = \"10s\"\nmaxReconnectDelay = \"5s\"\n",
@@ -692,6 +707,7 @@ func TestValidate(t *testing.T) {
 			`networkConnector "z": consumerTTL: want -1 (unlimited) or a hop count of at least 1, got 0`,
 			`networkConnector "z": prefetchSize: want at least 1 (network consumers do not poll), got 0`,
 			`networkConnector "z": window: want at least 1 unconfirmed message, got 0`,
+			`networkConnector "z": blockedAfter: want more than 0, got 0s`,
 			`networkConnector "z": drainTimeout: want more than 0, got 0s`,
 			// A zero Reconnect leaves each broker URI's own back-off.
 		}},

@@ -261,6 +261,12 @@ func (v *validator) connectors(brokers map[string]Broker, brokerNames []string) 
 		if nc.Window < 1 && !t.failed("window") {
 			t.errorf("window", "want at least 1 unconfirmed message, got %d", nc.Window)
 		}
+		if (nc.DestinationWindow < 0 || nc.Window >= 1 && nc.DestinationWindow > nc.Window) && !t.failed("destinationWindow") {
+			t.errorf("destinationWindow", "want 0 (a quarter of window) or 1..window (%d), got %d", nc.Window, nc.DestinationWindow)
+		}
+		if nc.BlockedAfter <= 0 && !t.failed("blockedAfter") {
+			t.errorf("blockedAfter", "want more than 0, got %s", nc.BlockedAfter)
+		}
 		var renames []destination.Rename
 		for j, r := range nc.Renames {
 			// Each rename is checked with those before it, so that the one

@@ -54,6 +54,7 @@ var (
 	inFlightDesc      = desc("brokernet_in_flight_messages", "Messages forwarded and not yet acknowledged on the local broker (the window in use).")
 	windowDesc        = desc("brokernet_window_messages", "The most messages the bridge keeps in flight (--window).")
 	heldDesc          = desc("brokernet_held_messages", "Messages held back on a local broker without selectors (RabbitMQ) because they already visited the remote broker or spent their hops.")
+	blockedDesc       = desc("brokernet_blocked_destinations", "Destinations whose messages the remote broker holds back without confirming them (a full queue under producer flow control); the others keep flowing.")
 	stuckDesc         = desc("brokernet_stuck_messages", "Queue messages on the local broker that a remote consumer waits for, that the bridge cannot forward (visited the remote broker or out of hops) and that no local consumer took.")
 	latencyDesc       = desc("brokernet_forward_latency_seconds", "Time from a message's delivery by the local broker to the remote broker's confirmation of its transaction.")
 	batchDesc         = desc("brokernet_commit_batch_messages", "Messages per remote transaction confirmed by the remote broker.")
@@ -67,7 +68,7 @@ var _ prometheus.Collector = collector{}
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, forwardedDesc, bytesDesc, duplicatesDesc, deadLetteredDesc,
 		advisoriesDesc, badAdvisoriesDesc, sessionsDesc, reconnectsDesc, demandDesc, pendingDesc,
-		inFlightDesc, windowDesc, heldDesc, stuckDesc, latencyDesc, batchDesc} {
+		inFlightDesc, windowDesc, heldDesc, blockedDesc, stuckDesc, latencyDesc, batchDesc} {
 		ch <- d
 	}
 }
@@ -109,6 +110,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(windowDesc, float64(b.Window()))
 		gauge(heldDesc, float64(st.Held.Load()))
 		gauge(stuckDesc, float64(st.Stuck.Load()))
+		gauge(blockedDesc, float64(st.BlockedDestinations.Load()))
 		for d, h := range map[*prometheus.Desc]*bridge.Histogram{latencyDesc: st.ForwardLatency, batchDesc: st.CommitBatch} {
 			if h == nil {
 				continue

@@ -303,6 +303,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 		StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
+		Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
 		Renames: cfg.Renames, Log: log,
 	}}
 	if cfg.Duplex {
@@ -313,6 +314,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 			StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
+			Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
 			Renames: destination.InvertRenames(cfg.Renames), Log: log,
 		})
 	}

@@ -487,3 +487,35 @@ type DurableSubscription struct {
 	Destination destination.Destination
 	Selector    string
 }
+
+// EachConfirmer is a Conn that can send a message confirmed on its own,
+// outside any batch (ActiveMQ over OpenWire or STOMP). The bridge sends
+// every message this way to such a broker, so that one destination the
+// broker blocks holds back only its own messages.
+//
+// ActiveMQ's producer flow control, when a destination's memory limit is
+// reached, parks a send that asks for a response and answers it once there
+// is room; a send that asks for none, or is part of a transaction, blocks the
+// thread that reads the connection, and with it every later frame: messages
+// to other destinations, commits, acknowledgements (Queue.send, ActiveMQ 5.17;
+// measured in bridge TestIsolationBlockedDestination).
+type EachConfirmer interface {
+	// ConfirmsEach reports whether SendConfirmed may be used on this
+	// connection (false: it returns ErrUnsupported).
+	ConfirmsEach() bool
+	// SendConfirmed sends m outside any batch: a Confirmed event with the
+	// returned token says the broker took responsibility for it, a Refused
+	// event that it did not (the connection stays up). Confirmations of
+	// messages to one destination come in send order.
+	SendConfirmed(ctx context.Context, m *Message) (Token, error)
+}
+
+// ConfirmsEach returns c as an EachConfirmer if it can confirm messages one
+// by one.
+func ConfirmsEach(c Conn) (EachConfirmer, bool) {
+	ec, ok := c.(EachConfirmer)
+	if !ok || !ec.ConfirmsEach() {
+		return nil, false
+	}
+	return ec, true
+}

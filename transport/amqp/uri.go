@@ -25,7 +25,7 @@ var _ transport.Endpoint = URI{}
 // Options: vhost (RabbitMQ virtual host, sent as the open frame's hostname
 // "vhost:NAME"; default: the broker's default vhost), containerId (default
 // "brokernet-" and a random suffix), idleTimeout (alias heartBeat; ms or a Go
-// duration, default 20s, 0 disables; the broker must send a frame at least that
+// duration, default 10s, 0 disables; the broker must send a frame at least that
 // often, and go-amqp sends empty frames every half of the broker's own timeout),
 // flavor (activemq, rabbitmq, artemis: overrides what the open frame says),
 // initialReconnectDelay, maxReconnectDelay, backOffMultiplier (as for STOMP
@@ -69,7 +69,10 @@ const (
 	DefaultTLSPort = 5671
 )
 
-const defaultIdleTimeout = 20 * time.Second
+// defaultIdleTimeout is the idle time-out brokernet announces: the broker
+// sends a frame at least this often (RabbitMQ every half of it), and a
+// connection silent this long ends, so a half-open one is noticed within 10 s.
+const defaultIdleTimeout = 10 * time.Second
 
 // syntax is how AMQP 1.0 URIs are spelt.
 var syntax = brokeruri.Syntax{

@@ -16,14 +16,14 @@ func TestParseURI(t *testing.T) {
 		in   string
 		want URI
 	}{
-		{"amqp://127.0.0.1", URI{Host: "127.0.0.1", Port: 5672, IdleTimeout: 20 * time.Second, Reconnect: def}},
-		{"amqps://broker.example", URI{TLS: true, Host: "broker.example", Port: 5671, IdleTimeout: 20 * time.Second, Reconnect: def}},
+		{"amqp://127.0.0.1", URI{Host: "127.0.0.1", Port: 5672, IdleTimeout: defaultIdleTimeout, Reconnect: def}},
+		{"amqps://broker.example", URI{TLS: true, Host: "broker.example", Port: 5671, IdleTimeout: defaultIdleTimeout, Reconnect: def}},
 		{"amqp://guest:p%40ss@[::1]:5673/?vhost=prod&flavor=rabbitmq&idleTimeout=0&containerId=c1",
 			URI{Host: "::1", Port: 5673, User: "guest", Password: "p@ss", VHost: "prod", Flavour: transport.RabbitMQ, ContainerID: "c1", Reconnect: def}},
 		{"amqp://h?initialReconnectDelay=500&maxReconnectDelay=1m&backOffMultiplier=1.5&heartBeat=5s",
 			URI{Host: "h", Port: 5672, IdleTimeout: 5 * time.Second, Reconnect: transport.Reconnect{Initial: 500 * time.Millisecond, Max: time.Minute, Multiplier: 1.5}}},
 		{"amqps://h?ca=/etc/ca.pem&cert=/c.pem&key=/k.pem&serverName=broker",
-			URI{TLS: true, Host: "h", Port: 5671, IdleTimeout: 20 * time.Second, Reconnect: def, CAFile: "/etc/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", ServerName: "broker"}},
+			URI{TLS: true, Host: "h", Port: 5671, IdleTimeout: defaultIdleTimeout, Reconnect: def, CAFile: "/etc/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", ServerName: "broker"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {

@@ -24,7 +24,7 @@ func TestConnConformance(t *testing.T) {
 	transporttest.Run(t, transporttest.Features{
 		Protocol: "openwire", Flavour: transport.ActiveMQ,
 		Selectors: true, BadSelector: true, Transactions: true, ConnectionID: true,
-		UnsubscribeUnmarked: true,
+		UnsubscribeUnmarked: true, ConfirmsEach: true,
 		// An ActiveMQ MessageId (KeepsID): connection id, session, producer, sequence.
 		NewID: func() string { return fmt.Sprintf("ID:conformance-%d-1:1:1:1:%d", run, seq.Add(1)) },
 	}, func(*testing.T) transport.Endpoint { return u })

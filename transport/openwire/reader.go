@@ -21,14 +21,20 @@ import (
 func (c *Conn) readLoop(br *bufio.Reader) {
 	var buf []byte
 	var deadline time.Time
+	start := time.Now()
 	for {
 		if c.inactivity > 0 {
 			// After its initial delay the broker writes a KeepAliveInfo when it
 			// has written nothing for a third of the duration; twice the
-			// duration beyond the delay is silence for sure. Moving the
-			// deadline costs more than reading a small frame, so it moves at
-			// most every eighth of that.
-			timeout := initialDelay(c.inactivity) + 2*c.inactivity
+			// duration (beyond the delay, early on) is silence for sure: with
+			// the default 5 s a half-open connection is noticed within 10 s
+			// (15 s in its first seconds). Moving the deadline costs more
+			// than reading a small frame, so it moves at most every eighth of
+			// that.
+			timeout := 2 * c.inactivity
+			if time.Since(start) < initialDelay(c.inactivity) {
+				timeout += initialDelay(c.inactivity)
+			}
 			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
 				deadline = now.Add(timeout)
 				c.nc.SetReadDeadline(deadline)

@@ -34,15 +34,7 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 		}
 		c.tx = tx
 	}
-	c.msgSeq++
-	// The message keeps its id, as ActiveMQ's networkConnector keeps the
-	// MessageId of what it forwards; the producer is this connection's.
-	m.ProducerID = c.prodID
-	if id, ok := sentID(tm); ok {
-		m.MessageID = id
-	} else {
-		m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
-	}
+	c.identify(m, tm)
 	if !tm.Persistent {
 		c.untx = true
 		c.tail = m
@@ -53,6 +45,45 @@ func (c *Conn) Send(ctx context.Context, tm *transport.Message) error {
 		return fmt.Errorf("sending to %s: %w", tm.Destination, err)
 	}
 	return nil
+}
+
+// identify gives m, made from tm, this connection's producer and its id.
+func (c *Conn) identify(m *message, tm *transport.Message) {
+	c.msgSeq++
+	// The message keeps its id, as ActiveMQ's networkConnector keeps the
+	// MessageId of what it forwards; the producer is this connection's.
+	m.ProducerID = c.prodID
+	if id, ok := sentID(tm); ok {
+		m.MessageID = id
+	} else {
+		m.MessageID = &messageID{ProducerID: c.prodID, ProducerSeq: c.msgSeq}
+	}
+}
+
+// ConfirmsEach implements transport.EachConfirmer: every OpenWire
+// connection can.
+func (c *Conn) ConfirmsEach() bool { return true }
+
+// SendConfirmed implements transport.EachConfirmer: m goes outside any
+// transaction, asking for a response, which ActiveMQ sends once the message
+// is stored (persistent) or dispatched; a destination at its memory limit
+// parks it and answers when there is room, instead of blocking the
+// connection (see transport.EachConfirmer). The held tail, if any, goes
+// first.
+func (c *Conn) SendConfirmed(ctx context.Context, tm *transport.Message) (transport.Token, error) {
+	m, err := fromMessage(tm)
+	if err != nil {
+		return 0, fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	if err := c.writeTail(ctx, nil); err != nil {
+		return 0, fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	c.identify(m, tm)
+	tok := transport.Token(c.tokens.Add(1))
+	if err := c.write(ctx, m, c.confirm(tok, nil)); err != nil {
+		return 0, fmt.Errorf("sending to %s: %w", tm.Destination, err)
+	}
+	return tok, nil
 }
 
 // writeTail writes the held message, if any, asking for a response if

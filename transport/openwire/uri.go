@@ -14,6 +14,12 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
+// DefaultMaxInactivity is the wireFormat.maxInactivityDuration brokernet asks
+// for: the broker and the bridge each write a KeepAliveInfo when idle for a
+// third of it, and the bridge gives up on a connection silent for twice it,
+// so that a half-open connection is noticed within 10 s.
+const DefaultMaxInactivity = 5 * time.Second
+
 // URI is a parsed OpenWire broker address, in ActiveMQ's own spelling:
 //
 //	tcp://[user:password@]host[:port][?option=value&...]
@@ -21,8 +27,9 @@ import (
 //
 // Options: clientId (the JMS client id, needed for durable subscriptions),
 // ca (PEM file of trusted roots), serverName (TLS name to verify),
-// wireFormat.maxInactivityDuration (ms or a Go duration, default 30s, 0
-// disables keep-alives), wireFormat.maxFrameSize (bytes, default 64 MiB),
+// wireFormat.maxInactivityDuration (ms or a Go duration, default 5s, 0
+// disables keep-alives; ActiveMQ's own clients default to 30s, which leaves a
+// half-open connection unnoticed for over a minute), wireFormat.maxFrameSize (bytes, default 64 MiB),
 // wireFormat.tightEncodingEnabled (default true), and the reconnect options named as ActiveMQ's failover transport names
 // them: initialReconnectDelay, maxReconnectDelay, backOffMultiplier.
 type URI struct {
@@ -61,7 +68,7 @@ var syntax = brokeruri.Syntax{Plain: "tcp", TLS: "ssl", Port: DefaultPort, TLSPo
 
 // ParseURI parses s. Its errors name the offending part and never contain the password.
 func ParseURI(s string) (URI, error) {
-	u := URI{MaxInactivity: 30 * time.Second, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: transport.DefaultReconnect()}
+	u := URI{MaxInactivity: DefaultMaxInactivity, MaxFrameSize: DefaultMaxFrameSize, Tight: defaultTight, Reconnect: transport.DefaultReconnect()}
 	p, err := brokeruri.Parse(s, syntax)
 	if err != nil {
 		return u, err
@@ -147,7 +154,7 @@ func (u URI) url() url.URL {
 	if u.ClientID != "" {
 		q.Set("clientId", u.ClientID)
 	}
-	if u.MaxInactivity != 30*time.Second {
+	if u.MaxInactivity != DefaultMaxInactivity {
 		q.Set("wireFormat.maxInactivityDuration", strconv.FormatInt(u.MaxInactivity.Milliseconds(), 10))
 	}
 	if u.MaxFrameSize != DefaultMaxFrameSize {

@@ -20,7 +20,7 @@ func TestConnConformance(t *testing.T) {
 		transporttest.Run(t, transporttest.Features{
 			Protocol: "stomp", Flavour: transport.ActiveMQ,
 			Selectors: true, BadSelector: true, RefusalEndsConnection: true,
-			Transactions: true, ConnectionID: true,
+			Transactions: true, ConnectionID: true, ConfirmsEach: true,
 		}, func(*testing.T) transport.Endpoint { return u })
 	})
 	t.Run("RabbitMQ", func(t *testing.T) {

@@ -180,3 +180,22 @@ func (b *BrokerConn) Commit(ctx context.Context) (transport.Token, error) {
 	b.tx = ""
 	return b.streamReceipt(ctx, frame.New(frame.COMMIT, frame.Transaction, tx))
 }
+
+// ConfirmsEach implements transport.EachConfirmer: to ActiveMQ, whose SEND
+// with a receipt is a send asking for a response. RabbitMQ confirms every
+// SEND already (confirm.go), and a queue that refuses one ends the
+// connection, so one by one would isolate nothing there.
+func (b *BrokerConn) ConfirmsEach() bool { return b.c.Flavour() == ActiveMQ }
+
+// SendConfirmed implements transport.EachConfirmer: m goes outside any
+// transaction with a receipt of its own, which ActiveMQ writes once the
+// message is stored (persistent) or dispatched; a destination at its memory
+// limit parks it and writes the receipt when there is room, instead of
+// blocking the connection (see transport.EachConfirmer). An ERROR frame ends
+// the connection, as for any refusal.
+func (b *BrokerConn) SendConfirmed(ctx context.Context, m *transport.Message) (transport.Token, error) {
+	if !b.ConfirmsEach() {
+		return 0, transport.ErrUnsupported
+	}
+	return b.streamReceipt(ctx, SendFrame(m, ""))
+}

@@ -14,13 +14,17 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
+// DefaultHeartBeat is the heart-beat interval brokernet offers: a silent
+// (half-open) connection is noticed within 1.5 intervals, 12 s (readLoop).
+const DefaultHeartBeat = 8 * time.Second
+
 // URI is a parsed broker address:
 //
 //	stomp://[login:passcode@]host[:port][?option=value&...]
 //	stomp+ssl://...    TLS with the system roots, or ?ca=FILE
 //
 // Options: vhost (the STOMP host header, default "/"), clientId (for durable
-// subscriptions), heartBeat (ms or a Go duration, default 10s, 0 disables),
+// subscriptions), heartBeat (ms or a Go duration, default 8s, 0 disables),
 // initialReconnectDelay, maxReconnectDelay (ms or Go durations), backOffMultiplier,
 // ca (PEM file of trusted roots), cert and key (PEM client certificate and key),
 // serverName (TLS name to verify) for stomp+ssl; flavor (activemq, rabbitmq or
@@ -88,7 +92,7 @@ var syntax = brokeruri.Syntax{
 }
 
 func parseURI(s string, checkFiles bool) (URI, error) {
-	u := URI{VHost: "/", HeartBeat: 10 * time.Second, Reconnect: transport.DefaultReconnect()}
+	u := URI{VHost: "/", HeartBeat: DefaultHeartBeat, Reconnect: transport.DefaultReconnect()}
 	p, err := brokeruri.Parse(s, syntax)
 	if err != nil {
 		return u, err
@@ -175,7 +179,7 @@ func (u URI) WithSecrets() string {
 	if u.Management != "" {
 		q.Set("management", u.Management)
 	}
-	if u.HeartBeat != 10*time.Second {
+	if u.HeartBeat != DefaultHeartBeat {
 		q.Set("heartBeat", u.HeartBeat.String())
 	}
 	if u.OpenWirePort != 0 {

@@ -52,6 +52,9 @@ type Features struct {
 	// channel keeps what it had not acknowledged). The Conn doc says they
 	// return to the broker.
 	UnsubscribeHolds bool
+	// ConfirmsEach says the connection confirms messages one by one
+	// (transport.ConfirmsEach finds it): ActiveMQ over OpenWire and STOMP.
+	ConfirmsEach bool
 	// NewID returns a fresh message id that Send keeps as the message's own
 	// (Info.KeepsID holds for it); nil says the transport keeps none
 	// (Info.KeepsID is nil: the broker assigns ids).
@@ -79,6 +82,7 @@ func Run(t *testing.T, f Features, broker func(t *testing.T) transport.Endpoint)
 	sub("a subscription the broker cannot take is refused", (*suite).refused)
 	sub("committed batches are confirmed and delivered in order, then settled and synced", (*suite).batches)
 	sub("deliveries and confirmations share one stream, each in order", (*suite).oneStream)
+	sub("messages sent one by one are confirmed each, in order, and delivered in order", (*suite).each)
 	if f.NewID != nil {
 		sub("a sent message keeps its id", (*suite).keepsID)
 	}
@@ -415,6 +419,51 @@ func (s *suite) batches() {
 	s.publish(p, q, marker, 1, 1)
 	if seqs, _ := s.untilMarker(c2, "again", q, early, marker); len(seqs) != 0 {
 		s.t.Fatalf("settled and synced, yet %v came back", seqs)
+	}
+}
+
+// each sends messages one by one (transport.EachConfirmer) where the features
+// say the connection can, every confirmation in flight before the first is
+// read: each is confirmed, in send order, and delivered in order. Where they
+// say it cannot, transport.ConfirmsEach must not find it.
+func (s *suite) each() {
+	const n = 50
+	p := s.dial()
+	ec, ok := transport.ConfirmsEach(p)
+	if ok != s.f.ConfirmsEach {
+		s.t.Fatalf("transport.ConfirmsEach = %v, want %v", ok, s.f.ConfirmsEach)
+	}
+	if !ok {
+		return
+	}
+	q := s.queue()
+	c := s.dial()
+	early := s.subscribe(c, "s", q, transport.Individual)
+	ctx := s.ctx()
+	toks := make([]transport.Token, n)
+	for i := range toks {
+		tok, err := ec.SendConfirmed(ctx, message(q, i))
+		if err != nil {
+			s.t.Fatalf("SendConfirmed %d: %v", i, err)
+		}
+		toks[i] = tok
+	}
+	deadline := time.Now().Add(DefaultTimeout)
+	for i := 0; i < n; {
+		ev := Next(s.t, p, time.Until(deadline))
+		switch {
+		case ev.Kind == transport.Confirmed && ev.Token == toks[i]:
+			i++
+		case ev.Kind == transport.Refused:
+			s.t.Fatalf("message refused: %v", ev.Err)
+		default:
+			s.t.Fatalf("waiting for the confirmation of message %d, got %s %+v", i, kindName(ev.Kind), ev)
+		}
+	}
+	for i, ev := range s.receive(c, "s", early, n) {
+		if got := s.seqOf(q, ev.Msg); got != i {
+			s.t.Fatalf("delivery %d is message %d: out of order", i, got)
+		}
 	}
 }
 

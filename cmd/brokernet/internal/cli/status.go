@@ -168,6 +168,24 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	}
 	tw.Flush()
 
+	blocked := 0
+	for _, b := range st.Bridges {
+		blocked += len(b.Blocked)
+	}
+	if blocked > 0 {
+		// Shown only when there are: the remote broker holds these back,
+		// the bridge's other destinations flow.
+		fmt.Fprintln(w, "\nBlocked destinations (the remote broker does not confirm their messages)")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  destination\tbridge\tsince\tunconfirmed\twaiting")
+		for _, b := range st.Bridges {
+			for _, x := range b.Blocked {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", x.Destination, b.Bridge, since(now, x.Since), x.Unconfirmed, x.Waiting)
+			}
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintln(w, "\nStuck messages")
 	switch {
 	case len(st.Stuck) == 0 && !st.StuckMeasured:
