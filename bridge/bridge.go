@@ -190,8 +190,8 @@ type Stats struct {
 	// BlockedDestinations is how many destinations the remote broker holds
 	// back now without confirming their messages (isolate.go).
 	BlockedDestinations atomic.Int64
-	Sessions       atomic.Int64 // successful connections of both ends
-	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
+	Sessions            atomic.Int64 // successful connections of both ends
+	SessionFailure      atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
 	// TempDestinations is how many temporary destinations of the remote
 	// broker are mirrored on the local one now (temp.go).
 	TempDestinations atomic.Int64
