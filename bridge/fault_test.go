@@ -74,13 +74,13 @@ type faultCut struct {
 }
 
 // cutsSTOMP are the cut points between two ActiveMQ brokers over STOMP: the
-// remote confirms a transaction's COMMIT with a RECEIPT, and only then the
-// bridge ACKs the local messages.
+// remote confirms each SEND with a RECEIPT (isolateDestinations: one by one),
+// and only then the bridge ACKs the local message.
 var cutsSTOMP = []faultCut{
-	{"remote after SENDs before COMMIT", false, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
-		return nth(faultproxy.ToServer, "COMMIT", 5, cut)
+	{"remote in the middle of the SENDs", false, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
+		return nth(faultproxy.ToServer, "SEND", 333, cut)
 	}},
-	{"remote after COMMIT before its RECEIPT", false, afterReceipt},
+	{"remote after a SEND before its RECEIPT", false, afterReceipt},
 	{"local after the RECEIPT before the ACK", true, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
 		return nth(faultproxy.ToServer, "ACK", 5, cut)
 	}},
@@ -102,13 +102,13 @@ var cutsToRabbit = []faultCut{
 }
 
 // cutsFromRabbit are the cut points with RabbitMQ as the local broker: the
-// remote (ActiveMQ over STOMP) confirms a transaction's COMMIT with a RECEIPT,
-// and only then the bridge settles the deliveries with its dispositions.
+// remote (ActiveMQ over STOMP) confirms each SEND with a RECEIPT, and only
+// then the bridge settles the delivery with its disposition.
 var cutsFromRabbit = []faultCut{
-	{"remote after SENDs before COMMIT", false, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
-		return nth(faultproxy.ToServer, "COMMIT", 5, cut)
+	{"remote in the middle of the SENDs", false, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
+		return nth(faultproxy.ToServer, "SEND", 333, cut)
 	}},
-	{"remote after COMMIT before its RECEIPT", false, afterReceipt},
+	{"remote after a SEND before its RECEIPT", false, afterReceipt},
 	{"local after the RECEIPT before the dispositions", true, func(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
 		return nth(faultproxy.ToServer, faultproxy.AMQPDisposition, 5, cut)
 	}},
@@ -129,15 +129,15 @@ func nth(d faultproxy.Dir, cmd string, k int, cut *time.Time) func(faultproxy.Fr
 	}
 }
 
-// afterReceipt returns the STOMP rule that cuts after the remote's COMMIT
-// before its RECEIPT (from the fifth commit on).
+// afterReceipt returns the STOMP rule that cuts after one of the remote's
+// SENDs before its RECEIPT (from the hundredth SEND on).
 func afterReceipt(cut *time.Time) func(faultproxy.Frame) faultproxy.Action {
 	receipts := map[string]bool{}
 	return func(f faultproxy.Frame) faultproxy.Action {
 		switch {
-		case f.Dir == faultproxy.ToServer && f.Command == "COMMIT":
+		case f.Dir == faultproxy.ToServer && f.Command == "SEND" && f.Get("receipt") != "":
 			receipts[f.Get("receipt")] = true
-		case f.Dir == faultproxy.ToClient && f.Command == "RECEIPT" && receipts[f.Get("receipt-id")] && len(receipts) >= 5:
+		case f.Dir == faultproxy.ToClient && f.Command == "RECEIPT" && receipts[f.Get("receipt-id")] && len(receipts) >= 100:
 			*cut = time.Now()
 			return faultproxy.CutBefore
 		}
