@@ -365,6 +365,10 @@ func (c *fakeConn) SendConfirmed(ctx context.Context, m *transport.Message) (tra
 		return 0, c.err
 	}
 	tok := c.next()
+	if c.b.refuse != nil && c.b.refuse(m) {
+		c.fail(fmt.Errorf("fake broker error: %w", transport.ErrRefused))
+		return tok, nil
+	}
 	done := func() {
 		c.b.mu.Lock()
 		o := transport.Accepted

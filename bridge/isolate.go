@@ -89,7 +89,7 @@ func (s *session) park(ev transport.Event) (parked bool) {
 // unpark forwards parked deliveries of ld while its share and the window
 // have room.
 func (s *session) unpark(ctx context.Context, ld *destLoad) error {
-	for ld.parked.len() > 0 && len(ld.sent) < s.cfg.DestinationWindow && s.inFlight < s.cfg.Window && !s.draining {
+	for ld.parked.len() > 0 && len(ld.sent) < s.cfg.DestinationWindow && s.inFlight < s.cfg.Window && !s.draining && !s.isolating {
 		ev := ld.parked.pop()
 		s.parked--
 		if err := s.onLocalMessage(ctx, ev); err != nil {
@@ -97,6 +97,18 @@ func (s *session) unpark(ctx context.Context, ld *destLoad) error {
 		}
 	}
 	return nil
+}
+
+// waitFront puts ev, a delivery that must wait (a suspect waiting to go
+// alone), back at the head of its queue: its destination's parked deliveries
+// if it came from there (they are all newer), the backlog otherwise.
+func (s *session) waitFront(ev transport.Event, load string) {
+	if ld := s.loads[load]; ld != nil && ld.parked.len() > 0 {
+		ld.parked.pushFront(ev)
+		s.parked++
+		return
+	}
+	s.backlog.pushFront(ev)
 }
 
 // unparkAll gives every destination with parked deliveries its turn.
@@ -126,6 +138,7 @@ func (s *session) sendEach(ctx context.Context, e *entry) error {
 	}
 	e.sentAt = time.Now()
 	ld.sent = append(ld.sent, e)
+	s.unconfirmed++
 	s.b.stats.InFlight.Store(int64(s.inFlight))
 	s.remote.await(tok, func(ev transport.Event) error { return s.onConfirmedEach(ctx, ld, e, ev) })
 	return nil
@@ -136,6 +149,7 @@ func (s *session) onConfirmedEach(ctx context.Context, ld *destLoad, e *entry, e
 	if i := slices.Index(ld.sent, e); i >= 0 {
 		ld.sent = slices.Delete(ld.sent, i, i+1)
 	}
+	s.unconfirmed--
 	if ev.Kind == transport.Refused {
 		// Refused on its own, the connection up (ActiveMQ: not authorised, a
 		// full destination that fails sends): sent again after a pause, to

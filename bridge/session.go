@@ -97,6 +97,8 @@ type session struct {
 	each   transport.EachConfirmer
 	loads  map[string]*destLoad
 	parked int
+	// unconfirmed counts the messages sent one by one not yet confirmed.
+	unconfirmed int
 
 	open *txn // batch being filled, nil if none
 	// remoteTx: the remote broker's Commit is a transaction, so a batch of
@@ -400,7 +402,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s.isolating && s.open == nil && s.committing == 0 {
+		if s.isolating && s.open == nil && s.committing == 0 && s.unconfirmed == 0 {
 			// The suspect waiting at the head of the backlog may go alone now.
 			s.isolating = false
 		}

@@ -191,8 +191,19 @@ func TestRejectedMessageGoesToDeadLetterQueue(t *testing.T) {
 	}
 }
 
+// A refusal that ends the connection (a STOMP ERROR) is pinned on its message
+// by sending the suspects alone, in batches and one by one alike.
 func TestMessageRefusedRepeatedlyIsDeadLetteredAndTheRestFlow(t *testing.T) {
+	for _, each := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in batches", true: "one by one"}[each], func(t *testing.T) {
+			testRefusedRepeatedly(t, each)
+		})
+	}
+}
+
+func testRefusedRepeatedly(t *testing.T, each bool) {
 	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	remote.eachConfirm = each
 	consumerOn(remote, "q")
 	refusals := 0
 	remote.refuse = func(m *transport.Message) bool {

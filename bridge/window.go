@@ -72,17 +72,19 @@ func (s *session) admit(ctx context.Context, ev transport.Event, e *entry) (take
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
 		return true, s.deadLetter(ctx, e, fmt.Errorf("refused by the remote broker %d times, last: %s", n, s.b.refusals.last))
-	case n > 0 && !s.eachMode():
-		if s.open != nil || s.committing > 0 {
+	case n > 0:
+		if s.open != nil || s.committing > 0 || s.unconfirmed > 0 {
 			// Sent alone once nothing else is in flight, so that a refusal is
 			// pinned on it.
 			s.isolating = true
-			s.backlog.pushFront(ev)
+			s.waitFront(ev, e.load)
 			return false, nil
 		}
 		ds.pending = append(ds.pending, e)
 		s.inFlight++
-		s.open = &txn{solo: true}
+		if !s.eachMode() {
+			s.open = &txn{solo: true}
+		}
 		s.isolating = true
 		return true, s.send(ctx, e)
 	}
