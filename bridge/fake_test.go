@@ -100,6 +100,22 @@ func (b *fakeBroker) enqueue(m *transport.Message) {
 	b.queues[m.Destination.Name] = append(b.queues[m.Destination.Name], &fakeMsg{id: id, msg: &cp})
 }
 
+// take decides the fate of a sent message (outcome) and keeps it if
+// accepted. Caller holds b.mu.
+func (b *fakeBroker) take(m *transport.Message) transport.Outcome {
+	o := transport.Accepted
+	if b.outcome != nil {
+		o = b.outcome(m)
+	}
+	if o == transport.Accepted {
+		b.received = append(b.received, m)
+		if b.loopback && m.Destination.Kind == destination.Queue {
+			b.enqueue(m)
+		}
+	}
+	return o
+}
+
 // put enqueues n messages on queue q, with bodies "q-i".
 func (b *fakeBroker) put(q string, n int) { b.putWith(q, n) }
 
@@ -371,16 +387,7 @@ func (c *fakeConn) SendConfirmed(ctx context.Context, m *transport.Message) (tra
 	}
 	done := func() {
 		c.b.mu.Lock()
-		o := transport.Accepted
-		if c.b.outcome != nil {
-			o = c.b.outcome(m)
-		}
-		if o == transport.Accepted {
-			c.b.received = append(c.b.received, m)
-			if c.b.loopback && m.Destination.Kind == destination.Queue {
-				c.b.enqueue(m)
-			}
-		}
+		o := c.b.take(m)
 		closed := c.closed()
 		if !closed {
 			if o == transport.Accepted {
@@ -439,17 +446,7 @@ func (c *fakeConn) Commit(ctx context.Context) (transport.Token, error) {
 		var outs []transport.SendOutcome
 		c.b.mu.Lock()
 		for _, m := range batch {
-			o := transport.Accepted
-			if c.b.outcome != nil {
-				o = c.b.outcome(m)
-			}
-			if o == transport.Accepted {
-				c.b.received = append(c.b.received, m)
-				if c.b.loopback && m.Destination.Kind == destination.Queue {
-					c.b.enqueue(m)
-				}
-			}
-			outs = append(outs, transport.SendOutcome{Outcome: o})
+			outs = append(outs, transport.SendOutcome{Outcome: c.b.take(m)})
 		}
 		c.b.mu.Unlock()
 		if !slices.ContainsFunc(outs, func(o transport.SendOutcome) bool { return o.Outcome != transport.Accepted }) {

@@ -65,11 +65,15 @@ func (s *session) loadOf(ev transport.Event) *destLoad {
 	if !ok {
 		return nil
 	}
-	k := loadKey(ds, ev.Msg)
-	ld := s.loads[k]
+	return s.load(loadKey(ds, ev.Msg))
+}
+
+// load returns the load of key, made if new.
+func (s *session) load(key string) *destLoad {
+	ld := s.loads[key]
 	if ld == nil {
-		ld = &destLoad{key: k}
-		s.loads[k] = ld
+		ld = &destLoad{key: key}
+		s.loads[key] = ld
 	}
 	return ld
 }
@@ -127,11 +131,7 @@ func (s *session) unparkAll(ctx context.Context) error {
 // sendEach sends e's message on its own and settles it when the remote
 // broker confirms it.
 func (s *session) sendEach(ctx context.Context, e *entry) error {
-	ld := s.loads[e.load]
-	if ld == nil {
-		ld = &destLoad{key: e.load}
-		s.loads[e.load] = ld
-	}
+	ld := s.load(e.load)
 	tok, err := s.each.SendConfirmed(ctx, e.out)
 	if err != nil {
 		return s.remote.errorf(err)

@@ -87,13 +87,7 @@ func TestIsolationBlockedDestination(t *testing.T) {
 			})
 		}
 	}
-	for _, p := range []struct {
-		name string
-		uri  func(*testbroker.ActiveMQ) string
-	}{
-		{"OpenWire", (*testbroker.ActiveMQ).OpenWireURI},
-		{"STOMP", (*testbroker.ActiveMQ).StompURI},
-	} {
+	for _, p := range activeMQProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			testbroker.Require(t)
 			a := testbroker.StartActiveMQ(t, testbroker.Options{Name: "A"})

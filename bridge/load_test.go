@@ -10,6 +10,16 @@ import (
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 )
 
+// activeMQProtocols are the two ways a bridge speaks to ActiveMQ, each with
+// the URI of a test broker for it.
+var activeMQProtocols = []struct {
+	name string
+	uri  func(*testbroker.ActiveMQ) string
+}{
+	{"STOMP", (*testbroker.ActiveMQ).StompURI},
+	{"OpenWire", (*testbroker.ActiveMQ).OpenWireURI},
+}
+
 // TestBridgeUnderLoad pushes 30,000 non-persistent 1 KiB messages through
 // one bridge session as fast as the producer sends them, over STOMP and over
 // OpenWire: the load under which the OpenWire transport once stalled (an
@@ -20,13 +30,7 @@ import (
 func TestBridgeUnderLoad(t *testing.T) {
 	t.Parallel()
 	const n = 30000
-	for _, p := range []struct {
-		name string
-		uri  func(*testbroker.ActiveMQ) string
-	}{
-		{"STOMP", (*testbroker.ActiveMQ).StompURI},
-		{"OpenWire", (*testbroker.ActiveMQ).OpenWireURI},
-	} {
+	for _, p := range activeMQProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			bs := startBrokers(t, 2, false)
 			a, b := bs[0], bs[1]
