@@ -21,20 +21,18 @@ import (
 func (c *Conn) readLoop(br *bufio.Reader) {
 	var buf []byte
 	var deadline time.Time
-	start := time.Now()
 	for {
 		if c.inactivity > 0 {
-			// After its initial delay the broker writes a KeepAliveInfo when it
-			// has written nothing for a third of the duration; twice the
-			// duration (beyond the delay, early on) is silence for sure: with
-			// the default 5 s a half-open connection is noticed within 10 s
-			// (15 s in its first seconds). Moving the deadline costs more
-			// than reading a small frame, so it moves at most every eighth of
-			// that.
+			// The broker's InactivityMonitor first checks after its initial
+			// delay (at most the duration, see initialDelay), then every
+			// third of the duration, writing a KeepAliveInfo when it has
+			// written nothing since the last check: it is never silent for
+			// more than 4/3 of the duration, so twice the duration is
+			// silence for sure. With the default 5 s a half-open connection
+			// is noticed within 10 s, from its first second on. Moving the
+			// deadline costs more than reading a small frame, so it moves at
+			// most every eighth of that.
 			timeout := 2 * c.inactivity
-			if time.Since(start) < initialDelay(c.inactivity) {
-				timeout += initialDelay(c.inactivity)
-			}
 			if now := time.Now(); deadline.Sub(now) < timeout-timeout/8 {
 				deadline = now.Add(timeout)
 				c.nc.SetReadDeadline(deadline)
