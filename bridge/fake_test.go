@@ -412,14 +412,24 @@ func (c *fakeConn) SendConfirmed(ctx context.Context, m *transport.Message) (tra
 	return tok, nil
 }
 
-// unblock confirms the sends held for the blocked queue, and stops holding.
+// unblock confirms the sends held for the blocked queue, in order, and stops
+// holding. The queue stays blocked until none is held: a send the bridge
+// makes on a confirmation is held behind the older ones, not received
+// before them.
 func (b *fakeBroker) unblock() {
-	b.mu.Lock()
-	held := b.blockedSends
-	b.blockedSends, b.blockedQueue = nil, ""
-	b.mu.Unlock()
-	for _, f := range held {
-		f()
+	for {
+		b.mu.Lock()
+		held := b.blockedSends
+		b.blockedSends = nil
+		if len(held) == 0 {
+			b.blockedQueue = ""
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		for _, f := range held {
+			f()
+		}
 	}
 }
 
