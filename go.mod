@@ -9,7 +9,6 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
-	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 

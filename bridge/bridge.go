@@ -80,6 +80,9 @@ type Config struct {
 	// remote broker has demand for it, before the messages that came from there are
 	// replayed back (Demand.ReplayWhenNoConsumers; ActiveMQ's replayDelay).
 	ReplayDelay time.Duration
+	// RateLimits cap the messages and bytes forwarded per second, for every
+	// destination or those matching a pattern (rate.go).
+	RateLimits []RateLimit
 	// ReplayRateLimit caps replayed messages per second (0: no limit), like
 	// ActiveMQ's rateLimit on the conditional network bridge filter.
 	ReplayRateLimit int
@@ -190,8 +193,11 @@ type Stats struct {
 	// BlockedDestinations is how many destinations the remote broker holds
 	// back now without confirming their messages (isolate.go).
 	BlockedDestinations atomic.Int64
-	Sessions            atomic.Int64 // successful connections of both ends
-	SessionFailure      atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
+	// RateLimited is how many deliveries wait for the rate limits now
+	// (rate.go).
+	RateLimited    atomic.Int64
+	Sessions       atomic.Int64 // successful connections of both ends
+	SessionFailure atomic.Int64 // sessions (or connection attempts) ended by an error; each is followed by a reconnect
 	// TempDestinations is how many temporary destinations of the remote
 	// broker are mirrored on the local one now (temp.go).
 	TempDestinations atomic.Int64
@@ -339,6 +345,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		upFor := b.upFor()
 		b.setUp(false)
 		b.stats.InFlight.Store(0)
+		b.stats.RateLimited.Store(0)
 		b.publishDemand(nil)
 		b.publishStuck(nil, false)
 		if ctx.Err() != nil {

@@ -21,13 +21,23 @@ import (
 // travel is settled unsent (a topic copy) or held on the local broker
 // (hold.go).
 
-// onDelivery takes one delivery of connection p: forwarded now, or queued in
-// the backlog while the window is full or a suspect or a request waits.
+// onDelivery takes one delivery of connection p: it waits for the rate
+// limits (rate.go), or goes on (enqueue).
 func (s *session) onDelivery(ctx context.Context, p *peer, ev transport.Event) error {
 	if !p.local || s.draining {
 		// Not taken: the broker redelivers it after this session.
 		return nil
 	}
+	if s.shape(ev) {
+		return nil
+	}
+	return s.enqueue(ctx, ev)
+}
+
+// enqueue forwards a delivery now, or queues it in the backlog while the
+// window is full or a suspect or a request waits, or parks it behind its
+// destination's share of the window (isolate.go).
+func (s *session) enqueue(ctx context.Context, ev transport.Event) error {
 	if s.inFlight >= s.cfg.Window || s.backlog.len() > 0 || s.isolating || s.awaitReplyTo(ev) {
 		s.backlog.push(ev)
 		return nil
@@ -88,6 +98,9 @@ func (q *eventQueue) pushFront(ev transport.Event) {
 	q.items[0] = ev
 }
 
+// front returns the head; the queue must not be empty.
+func (q *eventQueue) front() transport.Event { return q.items[q.head] }
+
 // pop takes the head; the queue must not be empty.
 func (q *eventQueue) pop() transport.Event {
 	ev := q.items[q.head]
@@ -105,12 +118,6 @@ func (s *session) onLocalMessage(ctx context.Context, ev transport.Event) error 
 	if !ok || ds.removing {
 		// Not ours any more: the broker takes it back with the unsubscription.
 		return nil
-	}
-	if ds.sub.Replay && s.cfg.ReplayRateLimit > 0 {
-		// Replays are throttled; the queue keeps their order, so a cumulative
-		// settlement never covers a message still waiting here.
-		s.replay.queue = append(s.replay.queue, ev)
-		return s.drainReplays(ctx)
 	}
 	return s.forward(ctx, ds, ev)
 }

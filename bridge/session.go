@@ -30,7 +30,8 @@ import (
 // Beside the path, each file one concern of the session:
 //   - hold.go: messages that must stay on the local broker, held and released;
 //   - identity.go: which id a forwarded message carries on the remote broker;
-//   - replay.go: replay subscriptions' delay and rate;
+//   - replay.go: replay subscriptions' delay;
+//   - rate.go: rate limits, deliveries waiting for them;
 //   - subscriptions.go: demand subscriptions on the local broker;
 //   - narrow.go: wildcard demand narrowed around exclusions;
 //   - durables.go: durable demand across sessions (the ledger);
@@ -76,6 +77,7 @@ type session struct {
 
 	dedup  topicDedup
 	replay replayState
+	shaper *shaper   // rate limits (rate.go)
 	temps  tempState // the remote broker's temporary destinations (temp.go)
 
 	// Durable demand across sessions (durables.go): the ledger as last saved,
@@ -174,6 +176,7 @@ func newSession(b *Bridge) *session {
 		uncertain:      make(map[string]bool),
 		offlineSince:   make(map[string]time.Time),
 		replay:         newReplayState(),
+		shaper:         newShaper(&b.cfg, time.Now()),
 		retryDue:       make(chan struct{}, 1),
 		releaseDue:     make(chan struct{}, 1),
 	}
@@ -277,6 +280,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	defer func() {
 		s.replay.stop()
+		s.shaper.stop()
 		s.stopWaiting()
 		if s.retryTimer != nil {
 			s.retryTimer.Stop()
@@ -368,6 +372,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			s.log.Info().Int("in_flight", s.inFlight).Msg("draining")
 			// What was taken while the window was full is given back unsettled.
 			s.backlog = eventQueue{}
+			s.shaper.drop()
 			for _, ld := range s.loads {
 				ld.parked = eventQueue{}
 			}
@@ -384,6 +389,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.onEvent(wctx, s.remote, ev, ok)
 		case <-s.replay.due.Signal():
 			err = s.onReplayDue(wctx)
+		case <-s.shaper.due.Signal():
+			err = s.onShapeDue(wctx)
 		case <-s.lingerDue:
 			s.lingerDue = nil // the commit check below sees the delay is over
 		case <-s.retryDue:

@@ -27,6 +27,9 @@ type demandSub struct {
 	unsub      demand.Change
 	// pending are the deliveries taken and not yet settled, in delivery order.
 	pending []*entry
+	// shaped are deliveries waiting for the rate limits, in delivery order
+	// (rate.go).
+	shaped eventQueue
 	// settling counts deliveries settled whose settlement the broker has not yet
 	// confirmed (Sync).
 	settling int

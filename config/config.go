@@ -228,6 +228,15 @@ type NetworkConnector struct {
 	// a remote broker has demand for it, before its messages are replayed.
 	// Default 0.
 	ReplayDelay time.Duration
+	// RateLimit caps the messages each bridge of the connector forwards per
+	// second, every destination together; 0 (the default) means no limit.
+	RateLimit int
+	// ByteRateLimit caps the bytes of message bodies each bridge forwards
+	// per second; 0 (the default) means no limit.
+	ByteRateLimit int
+	// DestinationRateLimits cap the destinations a pattern matches, taken
+	// together ("destinationRateLimits", "PATTERN=RATE" each).
+	DestinationRateLimits []DestinationRateLimit
 	// ReplayRateLimit caps replayed messages per second; 0 means no limit
 	// (ActiveMQ's conditionalNetworkBridgeFilterFactory rateLimit).
 	ReplayRateLimit int

@@ -292,6 +292,18 @@ func TestValues(t *testing.T) {
 				t.Errorf("renames %q", got)
 			}
 		}},
+		{"rate limits", "rateLimit = 500\nbyteRateLimit = 1_048_576\n" + `destinationRateLimits = ["queue://backlog.>=200/s", "topic://prices.>= 2 MiB/s", "/queue/a=3kB/s"]`, func(t *testing.T, nc NetworkConnector) {
+			if nc.RateLimit != 500 || nc.ByteRateLimit != 1<<20 {
+				t.Errorf("rateLimit %d, byteRateLimit %d", nc.RateLimit, nc.ByteRateLimit)
+			}
+			var got []string
+			for _, r := range nc.DestinationRateLimits {
+				got = append(got, r.String())
+			}
+			if !slices.Equal(got, []string{"queue://backlog.>=200/s", "topic://prices.>=2097152B/s", "queue://a=3000B/s"}) {
+				t.Errorf("destinationRateLimits %q", got)
+			}
+		}},
 		{"an empty list is no list", `dynamicallyIncludedDestinations = []`, func(t *testing.T, nc NetworkConnector) {
 			if nc.DynamicallyIncludedDestinations != nil {
 				t.Errorf("got %v", nc.DynamicallyIncludedDestinations)
@@ -380,6 +392,13 @@ func TestParseErrors(t *testing.T) {
 			[]string{
 				`8:3: networkConnector "a": renames[1]: renames: queue://a is renamed twice (queue://b and queue://c)`,
 				`9:3: networkConnector "a": renames[2]: rename "queue://x": want LOCAL=REMOTE (e.g. queue://orders=queue://shop.orders)`,
+			}},
+		{"bad rate limits", connector + "rateLimit = -1\ndestinationRateLimits = [\n  \"queue://a=500\",\n  \"queue://b=0/s\",\n  \"queue://c=5 TB/s\",\n  \"queue://d=500/s\",\n]\n",
+			[]string{
+				`6:1: networkConnector "a": rateLimit: want 0 (no limit) or messages per second, got -1`,
+				`8:3: networkConnector "a": destinationRateLimits[0]: rate limit "queue://a=500": want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
+				`9:3: networkConnector "a": destinationRateLimits[1]: rate limit "queue://b=0/s": "0/s" is not a positive whole number a second; want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
+				`10:3: networkConnector "a": destinationRateLimits[2]: rate limit "queue://c=5 TB/s": "5 TB/s" is not a positive whole number a second; want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
 			}},
 		{"unknown log format and admin address", "[log]\nformat = \"xml\"\n[admin]\nlisten = \"localhost\"\n" + brokerHeader,
 			[]string{
@@ -814,7 +833,7 @@ uri = "gossip:"
 // table's and those decoded on their own, each once.
 func TestConnectorKeysListEveryOption(t *testing.T) {
 	own := []string{"name", "broker", "uri", "staticallyIncludedDestinations", "dynamicallyIncludedDestinations",
-		"excludedDestinations", "renames", "passwordFile", "caFile", "certFile", "keyFile", "gossip"}
+		"excludedDestinations", "renames", "destinationRateLimits", "passwordFile", "caFile", "certFile", "keyFile", "gossip"}
 	want := slices.Clone(own)
 	for _, o := range connectorOptions {
 		want = append(want, o.key)
@@ -833,10 +852,10 @@ func TestConnectorKeysListEveryOption(t *testing.T) {
 func TestFlagsAndFileMeanTheSame(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	cf := NewFlags(fs, "a")
-	cf.Options("networkTTL", "consumerTTL", "window", "stuckInterval", "bridgeTempDestinations")
+	cf.Options("networkTTL", "consumerTTL", "window", "stuckInterval", "bridgeTempDestinations", "rateLimit")
 	cf.Lists()
 	if err := fs.Parse([]string{"--network-ttl", "3", "--consumer-ttl", "1", "--window", "20", "--stuck-interval", "0",
-		"--bridge-temp-destinations=false", "--exclude", "queue://x.>"}); err != nil {
+		"--bridge-temp-destinations=false", "--exclude", "queue://x.>", "--rate-limit", "500", "--destination-rate-limit", "queue://b.>=1MB/s"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := cf.Config()
@@ -847,7 +866,7 @@ func TestFlagsAndFileMeanTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromFile := mustParse(t, connector+"networkTTL = 3\nconsumerTTL = 1\nwindow = 20\nstuckInterval = 0\nbridgeTempDestinations = false\nexcludedDestinations = [\"queue://x.>\"]\n")
+	fromFile := mustParse(t, connector+"networkTTL = 3\nconsumerTTL = 1\nwindow = 20\nstuckInterval = 0\nbridgeTempDestinations = false\nexcludedDestinations = [\"queue://x.>\"]\nrateLimit = 500\ndestinationRateLimits = [\"queue://b.>=1MB/s\"]\n")
 	if a, b := fromFlags.Connectors[0], fromFile.Connectors[0]; !a.Equal(b) {
 		t.Errorf("from flags\n%+v\nfrom the file\n%+v", a, b)
 	}

@@ -48,6 +48,7 @@ func (a NetworkConnector) canonical() NetworkConnector {
 	a.DynamicallyIncludedDestinations = nilIfEmpty(a.DynamicallyIncludedDestinations)
 	a.ExcludedDestinations = nilIfEmpty(a.ExcludedDestinations)
 	a.Renames = nilIfEmpty(a.Renames)
+	a.DestinationRateLimits = nilIfEmpty(a.DestinationRateLimits)
 	if a.Gossip != nil {
 		g := *a.Gossip
 		g.Join = nilIfEmpty(g.Join)

@@ -118,6 +118,7 @@ var listOptions = []struct{ key, flag, usage string }{
 	{"dynamicallyIncludedDestinations", "include", "destination pattern to forward (repeatable; queue://a.>, topic://b.*, or bare for both)"},
 	{"excludedDestinations", "exclude", "destination pattern never to forward (repeatable; wins over --include)"},
 	{"staticallyIncludedDestinations", "static-include", "destination always forwarded, with or without demand (repeatable)"},
+	{"destinationRateLimits", "destination-rate-limit", "PATTERN=RATE: the destinations PATTERN matches get at most RATE together, messages (500/s) or bytes (2MB/s) a second (repeatable)"},
 	{"renames", "rename", "LOCAL=REMOTE: the local destination is REMOTE on the remote broker (repeatable; exact names, e.g. queue://orders=queue://shop.orders)"},
 }
 
@@ -157,6 +158,11 @@ func (f *Flags) Validate() (*Config, error) {
 				var r destination.Rename
 				if r, err = destination.ParseRename(s); err == nil {
 					nc.Renames = append(nc.Renames, r)
+				}
+			case "destinationRateLimits":
+				var r DestinationRateLimit
+				if r, err = ParseDestinationRateLimit(s); err == nil {
+					nc.DestinationRateLimits = append(nc.DestinationRateLimits, r)
 				}
 			default:
 				var p destination.Pattern

@@ -262,6 +262,7 @@ func (d *decoder) connector(t *table, i int) NetworkConnector {
 	nc.DynamicallyIncludedDestinations = patterns(t, "dynamicallyIncludedDestinations")
 	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
 	nc.Renames = renames(t, "renames")
+	nc.DestinationRateLimits = destinationRateLimits(t, "destinationRateLimits")
 	if s, ok := t.str("passwordFile"); ok && s != "" {
 		pw, warn, err := ReadPasswordFile(d.path(s))
 		if err != nil {

@@ -295,6 +295,12 @@ func (v *validator) connectors(brokers map[string]Broker, brokerNames []string) 
 		if nc.ReplayRateLimit < 0 {
 			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", nc.ReplayRateLimit)
 		}
+		if nc.RateLimit < 0 {
+			t.errorf("rateLimit", "want 0 (no limit) or messages per second, got %d", nc.RateLimit)
+		}
+		if nc.ByteRateLimit < 0 {
+			t.errorf("byteRateLimit", "want 0 (no limit) or bytes per second, got %d", nc.ByteRateLimit)
+		}
 		if id := nc.RemoteID; id != "" && !t.failed("remoteId") {
 			switch {
 			case ValidName(id) != "":

@@ -304,7 +304,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 		StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
 		Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
-		Renames: cfg.Renames, Log: log,
+		RateLimits: RateLimits(cfg), Renames: cfg.Renames, Log: log,
 	}}
 	if cfg.Duplex {
 		out = append(out, bridge.Config{
@@ -315,8 +315,21 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 			StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
 			Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
-			Renames: destination.InvertRenames(cfg.Renames), Log: log,
+			RateLimits: RateLimits(cfg), Renames: destination.InvertRenames(cfg.Renames), Log: log,
 		})
+	}
+	return out
+}
+
+// RateLimits are a connector's rate limits, each bridge's own: the
+// connector-wide ones first, then the destinations'.
+func RateLimits(cfg config.NetworkConnector) []bridge.RateLimit {
+	var out []bridge.RateLimit
+	if cfg.RateLimit > 0 || cfg.ByteRateLimit > 0 {
+		out = append(out, bridge.RateLimit{Messages: cfg.RateLimit, Bytes: cfg.ByteRateLimit})
+	}
+	for _, r := range cfg.DestinationRateLimits {
+		out = append(out, bridge.RateLimit{Pattern: &r.Pattern, Messages: r.Messages, Bytes: r.Bytes})
 	}
 	return out
 }
