@@ -37,8 +37,13 @@ type Reason struct {
 	Connector string    `json:"connector"`
 	Peer      string    `json:"peer"`
 	Since     time.Time `json:"since"`
-	// Error is why its last session ended ("" while it has not connected yet).
+	// Error is why its last session ended ("" while it has not connected
+	// yet), or, for a bridge that is up, why it cannot see the remote
+	// broker's demand.
 	Error string `json:"error"`
+	// Up is set for a bridge that is up but cannot see the remote broker's
+	// demand (bridge.Bridge.DemandBlind): it forwards nothing new.
+	Up bool `json:"up,omitempty"`
 }
 
 // Node is one broker.
@@ -59,31 +64,34 @@ type Node struct {
 // BridgeStatus is one bridge. The fields up to Sessions are those of earlier
 // versions of /status.
 type BridgeStatus struct {
-	Connector      string    `json:"connector"`
-	Peer           string    `json:"peer"`
-	Bridge         string    `json:"bridge"`
-	Up             bool      `json:"up"`
-	Forwarded      int64     `json:"forwarded"`
-	DemandSubs     int64     `json:"demand_subscriptions"`
-	Advisories     int64     `json:"advisories"`
-	BadAdvisories  int64     `json:"bad_advisories"`
-	Sessions       int64     `json:"sessions"`
-	Local          string    `json:"local"`
-	Remote         string    `json:"remote"`
-	LocalID        string    `json:"local_id"`
-	RemoteID       string    `json:"remote_id"`
-	Since          time.Time `json:"since"`
-	LastError      string    `json:"last_error,omitempty"`
-	Rate           float64   `json:"forwarded_per_second"`
-	ForwardedBytes int64     `json:"forwarded_bytes"`
-	InFlight       int64     `json:"in_flight"`
-	Window         int       `json:"window"`
-	PendingSubs    int64     `json:"pending_demand_subscriptions"`
-	Duplicates     int64     `json:"duplicates_suppressed"`
-	DeadLettered   int64     `json:"dead_lettered"`
-	Stuck          int64     `json:"stuck"`
-	StuckMeasured  bool      `json:"stuck_measured"`
-	Held           int64     `json:"held"`
+	Connector     string    `json:"connector"`
+	Peer          string    `json:"peer"`
+	Bridge        string    `json:"bridge"`
+	Up            bool      `json:"up"`
+	Forwarded     int64     `json:"forwarded"`
+	DemandSubs    int64     `json:"demand_subscriptions"`
+	Advisories    int64     `json:"advisories"`
+	BadAdvisories int64     `json:"bad_advisories"`
+	Sessions      int64     `json:"sessions"`
+	Local         string    `json:"local"`
+	Remote        string    `json:"remote"`
+	LocalID       string    `json:"local_id"`
+	RemoteID      string    `json:"remote_id"`
+	Since         time.Time `json:"since"`
+	LastError     string    `json:"last_error,omitempty"`
+	// DemandBlind says why a bridge that is up cannot see the remote
+	// broker's demand ("" while it can).
+	DemandBlind    string  `json:"demand_blind,omitempty"`
+	Rate           float64 `json:"forwarded_per_second"`
+	ForwardedBytes int64   `json:"forwarded_bytes"`
+	InFlight       int64   `json:"in_flight"`
+	Window         int     `json:"window"`
+	PendingSubs    int64   `json:"pending_demand_subscriptions"`
+	Duplicates     int64   `json:"duplicates_suppressed"`
+	DeadLettered   int64   `json:"dead_lettered"`
+	Stuck          int64   `json:"stuck"`
+	StuckMeasured  bool    `json:"stuck_measured"`
+	Held           int64   `json:"held"`
 	// Blocked are the destinations whose messages the remote broker holds
 	// back without confirming them (a full queue under producer flow
 	// control); the others keep flowing.
@@ -163,7 +171,7 @@ func (s *Server) Status() Status {
 			Forwarded: x.Forwarded.Load(), DemandSubs: x.DemandSubs.Load(),
 			Advisories: x.Advisories.Load(), BadAdvisories: x.BadAdvisories.Load(),
 			Sessions: x.Sessions.Load(),
-			Local:    b.Local(), Remote: b.Remote(), Since: since, LastError: lastErr,
+			Local:    b.Local(), Remote: b.Remote(), Since: since, LastError: lastErr, DemandBlind: b.DemandBlind(),
 			Rate:           s.rates.rate(b),
 			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
 			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
@@ -204,12 +212,18 @@ func (s *Server) Status() Status {
 	return st
 }
 
-// Reasons lists the bridges that are down, sorted by name.
+// Reasons lists the bridges that are down, or up but blind to the remote
+// broker's demand, sorted by name.
 func Reasons(bs []metrics.Bridge) []Reason {
 	out := []Reason{}
 	for _, b := range bs {
 		up, since, lastErr := b.State()
 		if up {
+			blind := b.DemandBlind()
+			if blind == "" {
+				continue
+			}
+			out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: blind, Up: true})
 			continue
 		}
 		out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: lastErr})

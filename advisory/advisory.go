@@ -101,6 +101,10 @@ const (
 	SnapshotStart
 	// SnapshotDone closes the list SnapshotStart opened.
 	SnapshotDone
+	// SourceLost reports that a demand source lost its broker (Err says
+	// why): it tries again and starts a new snapshot when it is back; until
+	// then the receiver sees no demand from it. Only Kind and Err are set.
+	SourceLost
 )
 
 // String returns "added", "removed", "durable-removed", or "Kind(N)".
@@ -116,6 +120,8 @@ func (k Kind) String() string {
 		return "snapshot-start"
 	case SnapshotDone:
 		return "snapshot-done"
+	case SourceLost:
+		return "source-lost"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -189,6 +195,8 @@ type Event struct {
 	// ConsumerCount is the consumerCount header: the destination's consumers
 	// after the event, network consumers included; -1 if absent or invalid.
 	ConsumerCount int
+	// Err is why a SourceLost event's source lost its broker.
+	Err error
 }
 
 // ErrNotConsumerAdvisory is returned (wrapped, with the payload's name) for a

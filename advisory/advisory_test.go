@@ -154,7 +154,7 @@ func TestParseActiveMQ(t *testing.T) {
 			name: "a brokernet replay subscription is recognised by its tag",
 			body: `{"ConsumerInfo":{"consumerId":{"connectionId":"ID:b-1","sessionId":-1,"value":10},
 				"destination":{"@class":"ActiveMQQueue","string":"Q"},"priority":-5,"prefetchSize":1000,
-				"selector":` + jsonString(hop.ConvertStringPrefix+hop.ReplaySelector("color = 'red'", "R1", hop.Tag{Path: []string{"R1"}, Origin: "replay"})) + `}}`,
+				"selector":` + jsonString(hop.ConvertStringPrefix+hop.ReplaySelector("color = 'red'", "R1", 0, hop.Tag{Path: []string{"R1"}, Origin: "replay"})) + `}}`,
 			want: Event{Kind: ConsumerAdded, Consumer: Consumer{
 				ID:          "ID:b-1:-1:10",
 				Destination: destination.Destination{Kind: destination.Queue, Name: "Q"},
@@ -486,7 +486,7 @@ func FuzzParseActiveMQ(f *testing.F) {
 		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
 			jsonString(hop.Selector("a = 1", "R", 1, hop.Tag{Path: []string{"X"}, Origin: "o"})) + `}}`,
 		`{"ConsumerInfo":{"consumerId":{"connectionId":"c","sessionId":"1","value":"2"},"destination":{"@class":"ActiveMQQueue","string":"Q"},"selector":` +
-			jsonString(hop.ReplaySelector("a = 1", "R", hop.Tag{Path: []string{"R"}, Origin: "replay"})) + `}}`,
+			jsonString(hop.ReplaySelector("a = 1", "R", 0, hop.Tag{Path: []string{"R"}, Origin: "replay"})) + `}}`,
 		`{"RemoveSubscriptionInfo":{"subscriptionName":"s","clientId":"c"}}`,
 	} {
 		f.Add([]byte(s), "3")

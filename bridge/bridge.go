@@ -83,6 +83,11 @@ type Config struct {
 	// RateLimits cap the messages and bytes forwarded per second, for every
 	// destination or those matching a pattern (rate.go).
 	RateLimits []RateLimit
+	// ReplayCooldown is how long a replayed message must stay on the local
+	// broker before it is replayed again (hop.MovedAtHeader, the clock of
+	// the bridge that replayed it). Default DefaultReplayCooldown; negative
+	// (config.Off) means none.
+	ReplayCooldown time.Duration
 	// ReplayRateLimit caps replayed messages per second (0: no limit), like
 	// ActiveMQ's rateLimit on the conditional network bridge filter.
 	ReplayRateLimit int
@@ -166,6 +171,9 @@ func (c *Config) defaults() {
 	if c.StuckInterval == 0 {
 		c.StuckInterval = DefaultStuckInterval
 	}
+	if c.ReplayCooldown == 0 {
+		c.ReplayCooldown = DefaultReplayCooldown
+	}
 	if c.Name == "" {
 		c.Name = c.Local.Addr() + "->" + c.Remote.Addr()
 	}
@@ -207,6 +215,9 @@ type Stats struct {
 	ForwardLatency *Histogram
 	// CommitBatch is the number of messages per confirmed remote transaction.
 	CommitBatch *Histogram
+	// Moves is, for each message replayed, how often it has been replayed
+	// with this time (hop.MovesHeader).
+	Moves *Histogram
 	// DurablesDestroyed counts durable demand subscriptions destroyed on the
 	// local broker, with what they kept.
 	DurablesDestroyed atomic.Int64
@@ -227,13 +238,14 @@ type Bridge struct {
 	// and how long the ended session had been up.
 	onRetry func(attempt int, upFor time.Duration)
 
-	mu      sync.Mutex
-	up      bool
-	upCh    chan struct{} // closed while up; replaced when down
-	upSince time.Time     // when the bridge last came up
-	since   time.Time     // when up last changed
-	lastErr string        // why the last session ended, "" if none did
-	ids     [2]string     // local and remote broker ids, once learnt
+	mu          sync.Mutex
+	up          bool
+	upCh        chan struct{} // closed while up; replaced when down
+	upSince     time.Time     // when the bridge last came up
+	since       time.Time     // when up last changed
+	lastErr     string        // why the last session ended, "" if none did
+	demandBlind string        // why the remote broker's demand is not visible, "" if it is (DemandBlind)
+	ids         [2]string     // local and remote broker ids, once learnt
 
 	demand demandView
 	stuck  stuckView
@@ -270,6 +282,7 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	b.stats.ForwardLatency = NewHistogram(LatencyBuckets)
 	b.stats.CommitBatch = NewHistogram(BatchBuckets)
+	b.stats.Moves = NewHistogram(MovesBuckets)
 	return b, nil
 }
 
@@ -305,6 +318,23 @@ func (b *Bridge) State() (up bool, since time.Time, lastErr string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.up, b.since, b.lastErr
+}
+
+// DemandBlind says why the bridge cannot see the remote broker's demand now
+// ("" while it can): a remote whose demand comes from a source beside its
+// connection (RabbitMQ's event exchange) before that source's first
+// snapshot, or while it is lost. Such a bridge is up but forwards nothing
+// new; /readyz counts it as not ready.
+func (b *Bridge) DemandBlind() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.demandBlind
+}
+
+func (b *Bridge) setDemandBlind(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.demandBlind = why
 }
 
 // Window is the most messages the bridge keeps in flight.
@@ -346,6 +376,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.setUp(false)
 		b.stats.InFlight.Store(0)
 		b.stats.RateLimited.Store(0)
+		b.setDemandBlind("")
 		b.publishDemand(nil)
 		b.publishStuck(nil, false)
 		if ctx.Err() != nil {

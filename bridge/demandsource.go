@@ -14,7 +14,8 @@ import (
 // rabbitmq/events, whatever protocol carries the messages). The source runs
 // beside the session and feeds the loop through a channel; each of its
 // (re)connections is a snapshot, after which the consumers it no longer lists
-// are gone.
+// are gone. Until its first snapshot, and whenever it lost its broker, the
+// bridge cannot see demand and says so (Bridge.DemandBlind: /readyz, status).
 
 // sourceEvent is one item of a demand source running beside the session.
 type sourceEvent struct {
@@ -33,6 +34,7 @@ func (s *session) watchDemandSource(ctx context.Context, ep transport.Endpoint) 
 	if err != nil {
 		return err
 	}
+	s.b.setDemandBlind("waiting for the remote broker's demand source (RabbitMQ: its event exchange, read over STOMP)")
 	ch := make(chan sourceEvent, 256)
 	s.sourceEvents = ch
 	s.sourceKnown = make(map[string]bool)
@@ -63,7 +65,11 @@ func (s *session) onSourceEvent(ctx context.Context, se sourceEvent) error {
 	case advisory.SnapshotStart:
 		s.sourceSnap = make(map[string]bool)
 		return nil
+	case advisory.SourceLost:
+		s.b.setDemandBlind(fmt.Sprintf("the remote broker's demand is not visible: %v", ev.Err))
+		return nil
 	case advisory.SnapshotDone:
+		s.b.setDemandBlind("")
 		for id := range s.sourceKnown {
 			if !s.sourceSnap[id] {
 				delete(s.sourceKnown, id)

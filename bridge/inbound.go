@@ -169,6 +169,9 @@ func (s *session) forward(ctx context.Context, ds *demandSub, ev transport.Event
 		}
 	}
 	e.out = outgoing(m, s.localID, s.remoteID, forIDs)
+	if ds.sub.Replay {
+		s.stampMove(e.out, e.taken)
+	}
 	s.checkReplyTo(e.out)
 	e.out.Destination = s.b.renames.remote(e.out.Destination)
 	carry := m.ID != "" && (s.keepsID == nil || !s.keepsID(m.ID))
@@ -326,14 +329,7 @@ func outgoing(m *transport.Message, localID, remoteID string, forIDs []string) *
 			path, _ = p.Value.(string)
 			continue
 		case hop.HopsHeader:
-			switch v := p.Value.(type) {
-			case string:
-				hops, _ = strconv.Atoi(v)
-			case int32:
-				hops = int(v)
-			case int64:
-				hops = int(v)
-			}
+			hops = propInt(p.Value)
 			continue
 		case hop.ForHeader:
 			continue

@@ -10,7 +10,7 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
-// Rate limits: after an outage the local broker holds a backlog, and a bridge
+// Rate limits (and the replay cool-down, replay.go): after an outage the local broker holds a backlog, and a bridge
 // taking it at full speed floods the remote broker and the link. Each
 // RateLimit is a token bucket holding a second's worth; a delivery takes one
 // token of each bucket whose rule matches it (a message of its message
@@ -94,6 +94,9 @@ func (r *rateRule) matches(ds *demandSub, d destination.Destination) bool {
 // shaper holds a session's rate limits and the deliveries waiting for them.
 type shaper struct {
 	rules []*rateRule
+	// cooldown is how long a replayed message waits after its last replay
+	// before a replay subscription forwards it again (replay.go).
+	cooldown time.Duration
 	// waiting are the subscriptions with deliveries waiting, in turn order.
 	waiting []*demandSub
 	count   int // deliveries waiting
@@ -106,6 +109,9 @@ type shaper struct {
 
 func newShaper(cfg *Config, now time.Time) *shaper {
 	sh := &shaper{}
+	if cfg.ReplayCooldown > 0 && cfg.Demand.ReplayWhenNoConsumers {
+		sh.cooldown = cfg.ReplayCooldown
+	}
 	add := func(l RateLimit, replay bool) {
 		r := &rateRule{limit: l, replay: replay}
 		if l.Messages > 0 {
@@ -128,7 +134,7 @@ func newShaper(cfg *Config, now time.Time) *shaper {
 }
 
 // on reports whether any limit applies.
-func (sh *shaper) on() bool { return sh != nil && len(sh.rules) > 0 }
+func (sh *shaper) on() bool { return sh != nil && (len(sh.rules) > 0 || sh.cooldown > 0) }
 
 // admit takes the tokens ev needs and reports true, or reports how long
 // until they are there.
@@ -136,6 +142,13 @@ func (sh *shaper) admit(ds *demandSub, ev transport.Event, now time.Time) (ok bo
 	d := ev.Msg.Destination
 	if d.Name == "" {
 		d = ds.sub.Destination
+	}
+	if sh.cooldown > 0 && ds.sub.Replay {
+		if at, ok := movedAt(ev.Msg); ok {
+			if w := at.Add(sh.cooldown).Sub(now); w > 0 {
+				return false, w
+			}
+		}
 	}
 	size := len(ev.Msg.Body)
 	for _, r := range sh.rules {

@@ -1,12 +1,16 @@
 package bridge
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/hop"
+	"github.com/brokernet/brokernet/transport"
 )
 
 func mustPattern(t *testing.T, s string) *destination.Pattern {
@@ -109,5 +113,43 @@ func checkOrderOnce(t *testing.T, remote *fakeBroker, q string, n int) {
 		if want := q + "-" + strconv.Itoa(i); body != want {
 			t.Fatalf("%s message %d is %s, want %s (order lost or duplicated)", q, i, body, want)
 		}
+	}
+}
+
+// A replay counts one more move in the message and stamps its time; the
+// cool-down holds a replay delivery until that time plus the cool-down.
+func TestReplayStampAndCooldown(t *testing.T) {
+	s := &session{b: &Bridge{}}
+	s.b.stats.Moves = NewHistogram(MovesBuckets)
+	now := time.UnixMilli(1_800_000_000_000)
+	m := &transport.Message{Props: []transport.Property{{Name: "a", Value: "1"}, {Name: hop.MovesHeader, Value: int32(2)}, {Name: hop.MovedAtHeader, Value: "5"}}}
+	s.stampMove(m, now)
+	want := []transport.Property{{Name: "a", Value: "1"}, {Name: hop.MovesHeader, Value: "3"}, {Name: hop.MovedAtHeader, Value: "1800000000000"}}
+	if !slices.Equal(m.Props, want) {
+		t.Fatalf("props %v, want %v", m.Props, want)
+	}
+	if _, n, _ := s.b.stats.Moves.Snapshot(); n != 1 {
+		t.Errorf("moves observed %d times, want 1", n)
+	}
+	at, ok := movedAt(m)
+	if !ok || !at.Equal(now) {
+		t.Fatalf("movedAt = %v, %v", at, ok)
+	}
+
+	sh := newShaper(&Config{ReplayCooldown: 5 * time.Second, Demand: demand.Options{ReplayWhenNoConsumers: true}}, now)
+	replay := &demandSub{sub: demand.Subscription{Replay: true}}
+	ev := transport.Event{Msg: m}
+	if ok, wait := sh.admit(replay, ev, now.Add(2*time.Second)); ok || wait != 3*time.Second {
+		t.Errorf("2 s after its replay: admitted %v, wait %v; want to wait 3s", ok, wait)
+	}
+	if ok, _ := sh.admit(replay, ev, now.Add(5*time.Second)); !ok {
+		t.Error("5 s after its replay: not admitted")
+	}
+	plain := &demandSub{sub: demand.Subscription{}}
+	if ok, _ := sh.admit(plain, ev, now); !ok {
+		t.Error("a demand subscription's delivery waited for the replay cool-down")
+	}
+	if ok, _ := sh.admit(replay, transport.Event{Msg: &transport.Message{}}, now); !ok {
+		t.Error("a message never replayed waited for the cool-down")
 	}
 }

@@ -17,8 +17,9 @@ import (
 // full speed (a second's worth at once, then 500 a second: never sooner than
 // 19 s), while a queue outside the pattern flows at once, and loses nothing.
 // Beside it, ActiveMQ's networkConnector with its own rateLimit
-// (conditionalNetworkBridgeFilterFactory, a policy entry on A) drains the
-// same backlog, also at its rate (logged).
+// (conditionalNetworkBridgeFilterFactory, a policy entry on A) on the same
+// backlog: it holds its rate, but may stall with part of the backlog left
+// (logged).
 func TestRateLimitDrainsBacklog(t *testing.T) {
 	t.Parallel()
 	testbroker.Require(t)
@@ -62,8 +63,26 @@ func TestRateLimitDrainsBacklog(t *testing.T) {
 		stomptest.SendN(t, a.StompURI(), "/queue/backlog.q", 0, n, true)
 		start := time.Now()
 		c := stomptest.Subscribe(t, b.StompURI(), "/queue/backlog.q")
-		waitAll(t, n, 2*time.Minute, c)
-		took := time.Since(start)
-		t.Logf("networkConnector rateLimit=%d: %d drained in %v (%.0f msg/s)", rate, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+		// ActiveMQ rejects the matches beyond its limit and dispatches them
+		// again only when something triggers a dispatch: the backlog may
+		// stall (7,500 of 10,000 in one run). Wait for all, or for no
+		// progress in 15 s.
+		last, lastAt := -1, time.Now()
+		stomptest.Eventually(t, 3*time.Minute, func() error {
+			if d := c.Distinct(); d != last {
+				last, lastAt = d, time.Now()
+			}
+			if last < n && time.Since(lastAt) < 15*time.Second {
+				return fmt.Errorf("%d of %d arrived", last, n)
+			}
+			return nil
+		})
+		took := lastAt.Sub(start)
+		t.Logf("networkConnector rateLimit=%d: %d of %d arrived in %v (%.0f msg/s)%s", rate, last, n, took.Round(time.Millisecond),
+			float64(last)/took.Seconds(), map[bool]string{true: "", false: ", then none for 15 s"}[last == n])
+		// Its own limit, the baseline of the comparison, holds.
+		if most := int(float64(rate) * (took.Seconds() + 1)); last > most {
+			t.Errorf("networkConnector delivered %d in %v, more than its limit allows (%d)", last, took, most)
+		}
 	})
 }

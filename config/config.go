@@ -71,6 +71,11 @@ const (
 	// DefaultBlockedAfter is when a destination the remote broker does not
 	// confirm is reported blocked (bridge.Config.BlockedAfter).
 	DefaultBlockedAfter = 5 * time.Second
+	// DefaultMaxReplays and DefaultReplayCooldown keep a message whose
+	// consumers keep moving from bouncing between brokers without end: at
+	// most five replays, five seconds apart.
+	DefaultMaxReplays     = 5
+	DefaultReplayCooldown = 5 * time.Second
 	// DefaultDrainTimeout bounds a bridge's drain (bridge.Config.DrainTimeout).
 	DefaultDrainTimeout = 30 * time.Second
 	// DefaultGossipBind is memberlist's default LAN bind address.
@@ -237,6 +242,13 @@ type NetworkConnector struct {
 	// DestinationRateLimits cap the destinations a pattern matches, taken
 	// together ("destinationRateLimits", "PATTERN=RATE" each).
 	DestinationRateLimits []DestinationRateLimit
+	// MaxReplays caps how often one message is replayed; 0 means no cap.
+	// Default DefaultMaxReplays.
+	MaxReplays int
+	// ReplayCooldown is how long a replayed message stays before it may be
+	// replayed again; Off (written 0) means no cool-down. Default
+	// DefaultReplayCooldown.
+	ReplayCooldown time.Duration
 	// ReplayRateLimit caps replayed messages per second; 0 means no limit
 	// (ActiveMQ's conditionalNetworkBridgeFilterFactory rateLimit).
 	ReplayRateLimit int
@@ -357,6 +369,8 @@ func DefaultConnector() NetworkConnector {
 		BlockedAfter:                        DefaultBlockedAfter,
 		StuckInterval:                       DefaultStuckInterval,
 		DrainTimeout:                        DefaultDrainTimeout,
+		MaxReplays:                          DefaultMaxReplays,
+		ReplayCooldown:                      DefaultReplayCooldown,
 		Reconnect:                           transport.DefaultReconnect(),
 	}
 }

@@ -292,6 +292,12 @@ func (v *validator) connectors(brokers map[string]Broker, brokerNames []string) 
 		if nc.DrainTimeout <= 0 && !t.failed("drainTimeout") {
 			t.errorf("drainTimeout", "want more than 0, got %s", nc.DrainTimeout)
 		}
+		if nc.MaxReplays < 0 {
+			t.errorf("maxReplays", "want 0 (no cap) or a number of replays, got %d", nc.MaxReplays)
+		}
+		if c := nc.ReplayCooldown; c != Off && c < 0 {
+			t.errorf("replayCooldown", "want 0 (none) or a duration, got %s", c)
+		}
 		if nc.ReplayRateLimit < 0 {
 			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", nc.ReplayRateLimit)
 		}

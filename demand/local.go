@@ -361,7 +361,7 @@ func (t *Table) replaySpec(d destination.Destination) *Subscription {
 	tag := hop.Tag{Path: path, Origin: replayOrigin, Replay: true}
 	return &Subscription{
 		Destination:  d,
-		Selector:     hop.ReplaySelector(user, t.opts.RemoteID, tag),
+		Selector:     hop.ReplaySelector(user, t.opts.RemoteID, t.opts.MaxReplays, tag),
 		UserSelector: user,
 		Priority:     t.priority(0, path),
 		Prefetch:     t.opts.Prefetch,

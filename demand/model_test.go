@@ -451,7 +451,7 @@ func (m *model) checkSubscription(t testing.TB, s Subscription) {
 	}
 	switch {
 	case s.Replay:
-		if want := hop.ReplaySelector(s.UserSelector, m.o.RemoteID, tag); s.Selector != want || !slices.Equal(tag.Path, []string{m.o.RemoteID}) {
+		if want := hop.ReplaySelector(s.UserSelector, m.o.RemoteID, m.o.MaxReplays, tag); s.Selector != want || !slices.Equal(tag.Path, []string{m.o.RemoteID}) {
 			t.Fatalf("replay subscription %+v, want selector %q", s, want)
 		}
 		return

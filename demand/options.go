@@ -105,6 +105,10 @@ type Options struct {
 	// back to the remote broker the messages that came from it and would
 	// otherwise be stuck here (see Table.ApplyLocal). Default false.
 	ReplayWhenNoConsumers bool
+	// MaxReplays caps how often one message is replayed (hop.MovesHeader):
+	// a message replayed that often stays where it is, however its
+	// consumers move. 0: no cap, as ActiveMQ.
+	MaxReplays int
 }
 
 // DefaultOptions returns the default options without broker ids.

@@ -124,7 +124,7 @@ func TestReplaySelectorFollowsDemand(t *testing.T) {
 		t.Fatalf("replay subscriptions %+v", r)
 	}
 	tag := hop.Tag{Path: []string{"R"}, Origin: "replay", Replay: true}
-	if s := r[0]; s.UserSelector != "a = 1" || s.Selector != hop.ReplaySelector("a = 1", "R", tag) ||
+	if s := r[0]; s.UserSelector != "a = 1" || s.Selector != hop.ReplaySelector("a = 1", "R", 0, tag) ||
 		s.Priority != -5 || s.Prefetch != DefaultPrefetch || s.Static || s.DurableName != "" || len(s.Consumers) != 0 {
 		t.Fatalf("replay subscription %+v", s)
 	}

@@ -38,6 +38,14 @@ const (
 	// HopsHeader names the header that holds the number of entries of
 	// PathHeader in decimal.
 	HopsHeader = "BrokernetHops"
+	// MovesHeader names the header of a replayed message (ReplaySelector)
+	// that counts its replays, in decimal: how often it went back to a broker
+	// it had left because its consumer moved there.
+	MovesHeader = "BrokernetMoves"
+	// MovedAtHeader names the header of a replayed message that holds when
+	// it was last replayed, in Unix milliseconds of the replaying bridge's
+	// clock (the cool-down of the next replay counts from it).
+	MovedAtHeader = "BrokernetMovedAt"
 	// ForHeader names the header of a forwarded topic message that lists, as
 	// "|ID1|ID2|", the brokers the previous broker sent it here for: the Tag.For
 	// of the demand subscriptions that took it there (see FormatPath).
@@ -59,6 +67,7 @@ const (
 	tagClauseStart    = " AND 'brokernet' <> '"
 	replayClauseStart = "BrokernetPath LIKE '"
 	replayClauseEnd   = `' ESCAPE '\'`
+	movesClauseStart  = " AND (BrokernetMoves IS NULL OR BrokernetMoves < "
 	tagVersion        = "v1"
 	tagPathField      = ";path="
 	tagOriginField    = ";origin="
@@ -153,15 +162,26 @@ func writeTagClause(b *strings.Builder, tag Tag) {
 // messages that the hop filter of every Selector for that broker withholds,
 // so a replay subscription and the demand subscriptions of the same bridge
 // never compete for a message. There is no hops clause, because ActiveMQ's
-// replay branch does not apply messageTTL either. The tag is written with
-// Replay set, whatever tag.Replay says. ParseSelector inverts it.
-func ReplaySelector(user string, visited string, tag Tag) string {
+// replay branch does not apply messageTTL either; maxMoves > 0 caps the
+// replays instead (MovesHeader), so that a message whose consumers keep
+// moving does not bounce between brokers for ever:
+//
+//	... ESCAPE '\' AND (BrokernetMoves IS NULL OR BrokernetMoves < <maxMoves>) AND 'brokernet' <> '<tag>'
+//
+// The tag is written with Replay set, whatever tag.Replay says.
+// ParseSelector inverts it.
+func ReplaySelector(user string, visited string, maxMoves int, tag Tag) string {
 	tag.Replay = true
 	var b strings.Builder
 	writeUserHead(&b, user)
 	b.WriteString(replayClauseStart)
 	b.WriteString(sqlString(likePattern(visited)))
 	b.WriteString(replayClauseEnd)
+	if maxMoves > 0 {
+		b.WriteString(movesClauseStart)
+		b.WriteString(strconv.Itoa(maxMoves))
+		b.WriteString(")")
+	}
 	writeTagClause(&b, tag)
 	return b.String()
 }
@@ -203,14 +223,19 @@ func ParseSelector(sel string) (user string, tag Tag, ok bool) {
 
 // parseSelector is ParseSelector that also returns the hop filter's
 // parameters: the broker id of the path clause (not visited, or visited
-// for a replay selector) and maxHops (-1 when absent).
+// for a replay selector) and maxHops (-1 when absent), or a replay
+// selector's maxMoves (-1 when absent).
 func parseSelector(sel string) (user string, tag Tag, notVisited string, maxHops int, ok bool) {
 	s := strings.TrimPrefix(sel, ConvertStringPrefix)
 	if user, tag, notVisited, maxHops, ok = parseHopSelector(s); ok {
 		return user, tag, notVisited, maxHops, true
 	}
-	if user, tag, notVisited, ok = parseReplaySelector(s); ok {
-		return user, tag, notVisited, -1, true
+	var maxMoves int
+	if user, tag, notVisited, maxMoves, ok = parseReplaySelector(s); ok {
+		if maxMoves == 0 {
+			maxMoves = -1
+		}
+		return user, tag, notVisited, maxMoves, true
 	}
 	return "", Tag{}, "", 0, false
 }
@@ -246,33 +271,44 @@ func cutTagClause(rest string) (Tag, bool) {
 }
 
 // parseReplaySelector inverts ReplaySelector; s has no ConvertStringPrefix.
-func parseReplaySelector(s string) (user string, tag Tag, visited string, ok bool) {
+func parseReplaySelector(s string) (user string, tag Tag, visited string, maxMoves int, ok bool) {
 	// As in parseHopSelector, "'%" occurs in the generated part only where
 	// the LIKE pattern starts, so the last occurrence is the real one.
 	m := strings.LastIndex(s, replayClauseStart+"%|")
 	if m < 0 {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
 	}
 	if user, ok = cutUserHead(s, m); !ok {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
 	}
 	like, rest, ok := cutSQLString(s[m+len(replayClauseStart):])
 	if !ok {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
 	}
 	if visited, ok = unlikePattern(like); !ok {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
 	}
 	if rest, ok = strings.CutPrefix(rest, replayClauseEnd[1:]); !ok {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
+	}
+	if r, found := strings.CutPrefix(rest, movesClauseStart); found {
+		digits, after, found := strings.Cut(r, ")")
+		if !found {
+			return "", Tag{}, "", 0, false
+		}
+		n, err := strconv.Atoi(digits)
+		if err != nil || n <= 0 {
+			return "", Tag{}, "", 0, false
+		}
+		maxMoves, rest = n, after
 	}
 	if tag, ok = cutTagClause(rest); !ok || !tag.Replay {
-		return "", Tag{}, "", false
+		return "", Tag{}, "", 0, false
 	}
-	if ReplaySelector(user, visited, tag) != s {
-		return "", Tag{}, "", false
+	if ReplaySelector(user, visited, maxMoves, tag) != s {
+		return "", Tag{}, "", 0, false
 	}
-	return user, tag, visited, true
+	return user, tag, visited, maxMoves, true
 }
 
 // parseHopSelector inverts Selector; s has no ConvertStringPrefix.

@@ -116,7 +116,7 @@ func TestReplaySelectorShape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ReplaySelector(tt.user, tt.id, tt.tag)
+			got := ReplaySelector(tt.user, tt.id, 0, tt.tag)
 			if got != tt.want {
 				t.Fatalf("ReplaySelector =\n%s\nwant\n%s", got, tt.want)
 			}
@@ -185,7 +185,7 @@ func TestParseSelectorRoundTripsHostileUserSelectors(t *testing.T) {
 			}
 		}
 		replayTag := Tag{Path: tag.Path, Origin: tag.Origin, Replay: true}
-		sel := ReplaySelector(u, "B", tag)
+		sel := ReplaySelector(u, "B", 0, tag)
 		if gotUser, gotTag, ok := ParseSelector(sel); !ok || gotUser != u || !reflect.DeepEqual(gotTag, replayTag) {
 			t.Errorf("ParseSelector(%q) = %q, %+v, %v; want %q", sel, gotUser, gotTag, ok, u)
 		}
@@ -194,7 +194,7 @@ func TestParseSelectorRoundTripsHostileUserSelectors(t *testing.T) {
 
 func TestParseSelectorRejects(t *testing.T) {
 	good := Selector("a = 1", "B", 1, Tag{Path: []string{"B"}, Origin: "o"})
-	replay := ReplaySelector("a = 1", "B", Tag{Path: []string{"B"}, Origin: "o"})
+	replay := ReplaySelector("a = 1", "B", 0, Tag{Path: []string{"B"}, Origin: "o"})
 	tests := []struct{ name, sel string }{
 		{"empty", ""},
 		{"a plain selector", "color = 'red'"},
@@ -344,7 +344,8 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 	f.Add("", "ID:h-1:1", -1, "", "")
 	f.Add("x = 'y' AND 'brokernet' <> 'v1;origin=z'", "a%_\\'|", 0, "a;b,c=d", "o'%")
 	f.Add(Selector("q", "B", 2, Tag{Path: []string{"B"}, Origin: "o"}), "B", 2, "B", "o")
-	f.Add(ReplaySelector("q", "B", Tag{Path: []string{"B"}, Origin: "o"}), "B", 3, "B", "o;replay")
+	f.Add(ReplaySelector("q", "B", 0, Tag{Path: []string{"B"}, Origin: "o"}), "B", 3, "B", "o;replay")
+	f.Add(ReplaySelector("q", "B", 5, Tag{Path: []string{"B"}, Origin: "o"}), "B", 5, "B", "o;replay")
 	f.Fuzz(func(t *testing.T, user, id string, maxHops int, path, origin string) {
 		var tag Tag
 		if path != "" {
@@ -352,14 +353,19 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 		}
 		tag.Origin = origin
 		tag.Replay = maxHops%3 == 0
-		replay := ReplaySelector(user, id, tag)
+		maxMoves := max(maxHops, 0)
+		replay := ReplaySelector(user, id, maxMoves, tag)
 		replayTag := tag
 		replayTag.Replay = true
 		if gotUser, gotTag, ok := ParseSelector(replay); !ok || gotUser != user || !reflect.DeepEqual(gotTag, replayTag) {
-			t.Fatalf("ParseSelector(ReplaySelector(%q, %q, %+v)) = %q, %+v, %v", user, id, tag, gotUser, gotTag, ok)
+			t.Fatalf("ParseSelector(ReplaySelector(%q, %q, %d, %+v)) = %q, %+v, %v", user, id, maxMoves, tag, gotUser, gotTag, ok)
 		}
-		if _, _, gotID, gotHops, _ := parseSelector(replay); gotID != id || gotHops != -1 {
-			t.Fatalf("replay filter parsed as %q, %d; want %q, -1", gotID, gotHops, id)
+		wantMoves := maxMoves
+		if wantMoves == 0 {
+			wantMoves = -1
+		}
+		if _, _, gotID, gotMoves, _ := parseSelector(replay); gotID != id || gotMoves != wantMoves {
+			t.Fatalf("replay filter parsed as %q, %d; want %q, %d", gotID, gotMoves, id, wantMoves)
 		}
 		sel := Selector(user, id, maxHops, tag)
 		gotUser, gotTag, ok := ParseSelector(sel)
@@ -378,7 +384,7 @@ func FuzzSelectorRoundTrip(f *testing.F) {
 			_, _, id2, hops2, _ := parseSelector(user)
 			rebuilt := Selector(u, id2, hops2, tg)
 			if tg.Replay && rebuilt != strings.TrimPrefix(user, ConvertStringPrefix) {
-				rebuilt = ReplaySelector(u, id2, tg)
+				rebuilt = ReplaySelector(u, id2, max(hops2, 0), tg)
 			}
 			if rebuilt != strings.TrimPrefix(user, ConvertStringPrefix) {
 				t.Fatalf("ParseSelector accepted non-canonical %q", user)
@@ -435,6 +441,30 @@ func TestPathHolds(t *testing.T) {
 	} {
 		if got := PathHolds(c.path, c.id); got != c.want {
 			t.Errorf("PathHolds(%q, %q) = %v, want %v", c.path, c.id, got, c.want)
+		}
+	}
+}
+
+// TestReplaySelectorCapsMoves: a replay subscription with a cap takes only
+// messages replayed fewer times, and the cap survives the round trip.
+func TestReplaySelectorCapsMoves(t *testing.T) {
+	tag := Tag{Path: []string{"B"}, Origin: "o"}
+	got := ReplaySelector("", "B", 3, tag)
+	want := `BrokernetPath LIKE '%|B|%' ESCAPE '\' AND (BrokernetMoves IS NULL OR BrokernetMoves < 3) AND 'brokernet' <> 'v1;path=B;origin=o;replay'`
+	if got != want {
+		t.Fatalf("ReplaySelector =\n%s\nwant\n%s", got, want)
+	}
+	user, gotTag, id, moves, ok := parseSelector(ConvertStringPrefix + got)
+	if !ok || user != "" || id != "B" || moves != 3 || !gotTag.Replay {
+		t.Fatalf("parseSelector = %q, %+v, %q, %d, %v", user, gotTag, id, moves, ok)
+	}
+	for _, bad := range []string{
+		strings.Replace(got, "< 3)", "< 0)", 1),
+		strings.Replace(got, "< 3)", "< x)", 1),
+		strings.Replace(got, "< 3)", "< 3", 1),
+	} {
+		if _, _, ok := ParseSelector(bad); ok {
+			t.Errorf("ParseSelector accepted %s", bad)
 		}
 	}
 }

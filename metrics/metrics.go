@@ -58,6 +58,7 @@ var (
 	rateLimitedDesc   = desc("brokernet_rate_limited_messages", "Deliveries waiting on the bridge for a rate limit (rateLimit, byteRateLimit, destinationRateLimits, replayRateLimit), unacknowledged on the local broker.")
 	stuckDesc         = desc("brokernet_stuck_messages", "Queue messages on the local broker that a remote consumer waits for, that the bridge cannot forward (visited the remote broker or out of hops) and that no local consumer took.")
 	latencyDesc       = desc("brokernet_forward_latency_seconds", "Time from a message's delivery by the local broker to the remote broker's confirmation of its transaction.")
+	movesDesc         = desc("brokernet_message_moves", "For each message replayed (replayWhenNoConsumers), how often it has been replayed with this time (BrokernetMoves; capped by maxReplays).")
 	batchDesc         = desc("brokernet_commit_batch_messages", "Messages per remote transaction confirmed by the remote broker.")
 )
 
@@ -69,7 +70,7 @@ var _ prometheus.Collector = collector{}
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, forwardedDesc, bytesDesc, duplicatesDesc, deadLetteredDesc,
 		advisoriesDesc, badAdvisoriesDesc, sessionsDesc, reconnectsDesc, demandDesc, pendingDesc,
-		inFlightDesc, windowDesc, heldDesc, blockedDesc, rateLimitedDesc, stuckDesc, latencyDesc, batchDesc} {
+		inFlightDesc, windowDesc, heldDesc, blockedDesc, rateLimitedDesc, stuckDesc, latencyDesc, batchDesc, movesDesc} {
 		ch <- d
 	}
 }
@@ -113,7 +114,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(stuckDesc, float64(st.Stuck.Load()))
 		gauge(blockedDesc, float64(st.BlockedDestinations.Load()))
 		gauge(rateLimitedDesc, float64(st.RateLimited.Load()))
-		for d, h := range map[*prometheus.Desc]*bridge.Histogram{latencyDesc: st.ForwardLatency, batchDesc: st.CommitBatch} {
+		for d, h := range map[*prometheus.Desc]*bridge.Histogram{latencyDesc: st.ForwardLatency, batchDesc: st.CommitBatch, movesDesc: st.Moves} {
 			if h == nil {
 				continue
 			}

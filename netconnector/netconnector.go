@@ -301,7 +301,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 		Local: local[0], LocalFailover: transport.Endpoints(local[1:]),
 		Remote: remote[0], RemoteFailover: transport.Endpoints(remote[1:]),
 		LocalID: c.local.ID, RemoteID: remoteID, ExpectRemoteID: expectID,
-		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
+		Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, ReplayCooldown: cfg.ReplayCooldown, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 		StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
 		Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
 		RateLimits: RateLimits(cfg), Renames: cfg.Renames, Log: log,
@@ -312,7 +312,7 @@ func (c *Connector) bridgeConfigs(p discovery.Peer) []bridge.Config {
 			Local: remote[0], LocalFailover: transport.Endpoints(remote[1:]),
 			Remote: local[0], RemoteFailover: transport.Endpoints(local[1:]),
 			LocalID: remoteID, RemoteID: c.local.ID, ExpectLocalID: expectID,
-			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
+			Demand: opts, Window: cfg.Window, ReplayDelay: cfg.ReplayDelay, ReplayRateLimit: cfg.ReplayRateLimit, ReplayCooldown: cfg.ReplayCooldown, DurableOfflineTimeout: cfg.DurableOfflineTimeout,
 			StuckInterval: cfg.StuckInterval, DrainTimeout: cfg.DrainTimeout,
 			Batched: !cfg.IsolateDestinations, DestinationWindow: cfg.DestinationWindow, BlockedAfter: cfg.BlockedAfter,
 			RateLimits: RateLimits(cfg), Renames: destination.InvertRenames(cfg.Renames), Log: log,
@@ -353,6 +353,7 @@ func DemandOptions(cfg config.NetworkConnector) demand.Options {
 		SuppressQueues:        cfg.SuppressDuplicateQueueSubscriptions,
 		SuppressTopics:        cfg.SuppressDuplicateTopicSubscriptions,
 		ReplayWhenNoConsumers: cfg.ReplayWhenNoConsumers,
+		MaxReplays:            cfg.MaxReplays,
 	}
 }
 

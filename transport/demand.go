@@ -22,7 +22,8 @@ type DemandSource interface {
 	// Kind advisory.SnapshotStart, then an advisory.ConsumerAdded for every
 	// current consumer, then advisory.SnapshotDone: whatever the receiver
 	// knew from this source and was not added again in between is gone.
-	// After it come ConsumerAdded and ConsumerRemoved as consumers change.
+	// After it come ConsumerAdded and ConsumerRemoved as consumers change; a
+	// lost connection is an advisory.SourceLost before the next attempt.
 	// Consumer IDs are stable for as long as the consumer lives.
 	Run(ctx context.Context, emit func(advisory.Event)) error
 }

@@ -178,7 +178,8 @@ func NewSource(cfg Config, log zerolog.Logger) (*Source, error) {
 // starts with an Event of Kind advisory.SnapshotStart, then a advisory.ConsumerAdded for every
 // current consumer and topic subscription, then advisory.SnapshotDone: whatever the
 // receiver knew from this source and was not re-added in between is gone.
-// After it come advisory.ConsumerAdded / advisory.ConsumerRemoved as things change. The IDs are
+// After it come advisory.ConsumerAdded / advisory.ConsumerRemoved as things change; a
+// lost connection is an advisory.SourceLost before the next attempt. The IDs are
 // stable for as long as the consumer lives; a Consumer's Destination is a
 // Queue (a queue consumer) or a Topic (a binding on amq.topic).
 func (s *Source) Run(ctx context.Context, emit func(advisory.Event)) error {
@@ -204,6 +205,7 @@ func (s *Source) Run(ctx context.Context, emit func(advisory.Event)) error {
 		if up {
 			attempt = 0
 		}
+		emit(advisory.Event{Kind: advisory.SourceLost, ConsumerCount: -1, Err: err})
 		s.log.Warn().Err(err).Dur("retry_in", s.cfg.Reconnect.Delay(attempt)).Msg("RabbitMQ demand source disconnected")
 		if !s.cfg.Reconnect.Sleep(ctx, attempt) {
 			return nil

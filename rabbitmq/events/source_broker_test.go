@@ -32,6 +32,7 @@ type demandView struct {
 	cur       map[string]advisory.Consumer
 	pending   map[string]bool // during a snapshot: not yet re-added
 	snapshots int
+	lost      int // SourceLost events
 	brokerID  string
 	inSnap    bool
 	err       error
@@ -67,6 +68,11 @@ func (v *demandView) emit(e advisory.Event) {
 			v.err = fmt.Errorf("consumer %s removed but not known", e.Consumer.ID)
 		}
 		delete(v.cur, e.Consumer.ID)
+	case advisory.SourceLost:
+		if e.Err == nil {
+			v.err = fmt.Errorf("source lost without a reason")
+		}
+		v.lost++
 	default:
 		v.err = fmt.Errorf("unexpected event %v", e.Kind)
 	}
@@ -183,8 +189,11 @@ func TestSourceDemand(t *testing.T) {
 	subscribe(t, again, "2", "/topic/prices.eu")
 	stomptest.Eventually(t, 30*time.Second, func() error { return v.want(2, "queue://payments", "topic://prices.eu") })
 	v.mu.Lock()
-	id := v.brokerID
+	id, lost := v.brokerID, v.lost
 	v.mu.Unlock()
+	if lost == 0 {
+		t.Error("the restart was not reported as a lost source")
+	}
 	if !strings.HasPrefix(id, r.Name()+"@") {
 		t.Errorf("OriginBrokerID %q, want the cluster name of %s", id, r.Node())
 	}

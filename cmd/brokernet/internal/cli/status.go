@@ -122,7 +122,22 @@ func fetchStatus(ctx context.Context, client *http.Client, base, token string, t
 func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	ready := "ready"
 	if !st.Ready {
-		ready = fmt.Sprintf("NOT READY (%d bridge(s) down)", len(st.Reasons))
+		down, blind := 0, 0
+		for _, r := range st.Reasons {
+			if r.Up {
+				blind++
+			} else {
+				down++
+			}
+		}
+		var why []string
+		if down > 0 {
+			why = append(why, fmt.Sprintf("%d bridge(s) down", down))
+		}
+		if blind > 0 {
+			why = append(why, fmt.Sprintf("%d bridge(s) blind to remote demand", blind))
+		}
+		ready = fmt.Sprintf("NOT READY (%s)", strings.Join(why, ", "))
 	}
 	fmt.Fprintf(w, "brokernet %s, up %s, %s\n\n", st.Version, since(now, st.Started), ready)
 
@@ -130,12 +145,15 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  bridge\tpeer\tup\tforwarded/s\tforwarded\tin flight\tdemand\tsince\tlast error")
 	for _, b := range st.Bridges {
-		up := "no"
-		if b.Up {
+		up, lastErr := "no", b.LastError
+		switch {
+		case b.Up && b.DemandBlind != "":
+			up, lastErr = "blind", b.DemandBlind
+		case b.Up:
 			up = "yes"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.1f\t%d\t%d/%d\t%d\t%s\t%s\n", b.Bridge, b.Peer, up, b.Rate, b.Forwarded,
-			b.InFlight, b.Window, b.DemandSubs, since(now, b.Since), shorten(b.LastError, 60))
+			b.InFlight, b.Window, b.DemandSubs, since(now, b.Since), shorten(lastErr, 60))
 	}
 	if len(st.Bridges) == 0 {
 		fmt.Fprintln(tw, "  (none)")
