@@ -57,13 +57,16 @@ vet:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 120m ./internal/testkit/bench/ $(BENCHFLAGS)
 
-# soak runs a stream of persistent messages through a chain of three brokers for
-# SOAK (default 30m) while brokers are killed and restarted and the consumer churns,
-# printing lost/duplicates and the bridge's RSS and goroutines (not part of test).
+# soak runs persistent streams for SOAK (default 30m), printing lost/duplicates and
+# the bridge's RSS and goroutines (not part of test). SOAKMODE=chain (default): a
+# chain of three brokers killed and restarted in turn, the consumer churning;
+# SOAKMODE=isolation: a blocked destination, a frozen link and a consumer moving
+# between two brokers.
 # Short trial: make soak SOAK=2m SOAKFLAGS='-soak.restart 40s -soak.report 20s'
 SOAK ?= 30m
+SOAKMODE ?= chain
 soak: deps
-	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./internal/testkit/bench/ -soak $(SOAK) $(SOAKFLAGS)
+	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 0 ./internal/testkit/bench/ -soak $(SOAK) -soak.mode $(SOAKMODE) $(SOAKFLAGS)
 
 # scale-sim simulates networks of 100, 300 and 1,000 brokers driving the real
 # demand rules (internal/testkit/netsim) and writes the tables and plots of

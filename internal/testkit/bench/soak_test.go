@@ -1,6 +1,7 @@
 package bench
 
-// The soak run (`make soak`, not part of `make test`): a stream of persistent
+// The soak run (`make soak`, not part of `make test`), in its chain mode (the
+// isolation mode is soak_isolation_test.go): a stream of persistent
 // messages through a chain of three ActiveMQ brokers A → B → C, bridged by one
 // `brokernet run` process with two connectors, while the brokers are SIGKILLed and
 // restarted in turn and the consumer on C is replaced again and again. Each minute
@@ -35,6 +36,7 @@ var (
 	flagSoakRestart = flag.Duration("soak.restart", 3*time.Minute, "SIGKILL and restart one broker (A, B, C in turn) this often")
 	flagSoakChurn   = flag.Duration("soak.churn", 20*time.Second, "replace the consumer on C this often")
 	flagSoakReport  = flag.Duration("soak.report", time.Minute, "print a report line this often")
+	flagSoakMode    = flag.String("soak.mode", "chain", "chain: broker kills along A → B → C; isolation: a blocked destination, a frozen link and moving consumers between A and B (soak_isolation_test.go)")
 )
 
 const soakQueue = "/queue/soak"
@@ -44,6 +46,14 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak runs only with -soak DURATION (make soak)")
 	}
 	testbroker.Require(t)
+	switch *flagSoakMode {
+	case "chain":
+	case "isolation":
+		soakIsolation(t)
+		return
+	default:
+		t.Fatalf("unknown -soak.mode %q: want chain or isolation", *flagSoakMode)
+	}
 	var brokers [3]*testbroker.ActiveMQ
 	var wg sync.WaitGroup
 	for i, name := range []string{"A", "B", "C"} {
@@ -61,45 +71,11 @@ func TestSoak(t *testing.T) {
 	}
 	a, b, c := brokers[0], brokers[1], brokers[2]
 
-	dir := t.TempDir()
-	bin, err := BuildBrokernet(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminPort := testbroker.FreePort(t)
-	conf := filepath.Join(dir, "soak.toml")
-	if err := os.WriteFile(conf, []byte(soakConfig(a, b, c, adminPort)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "brokernet.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "run", "-c", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(45 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(logf.Name())
-			t.Logf("brokernet log tail:\n%s", tail(string(out), 40))
-		}
-	})
+	cmd, adminPort := startSoakBrokernet(t, func(adminPort int) string { return soakConfig(a, b, c, adminPort) })
 
 	var consumers []*stomptest.Consumer
 	consumers = append(consumers, stomptest.Subscribe(t, c.StompURI(), soakQueue))
-	prod := newSoakProducer(a.StompURI(), *flagSoakRate)
+	prod := newSoakProducer(a.StompURI(), soakQueue, *flagSoakRate, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	prodDone := make(chan struct{})
 	go func() { defer close(prodDone); prod.run(ctx) }()
@@ -168,6 +144,50 @@ func TestSoak(t *testing.T) {
 	}
 }
 
+// startSoakBrokernet builds brokernet and runs `brokernet run` with the
+// configuration config makes for a free admin port; it is interrupted (and
+// its log tail printed if the test failed) at cleanup.
+func startSoakBrokernet(t *testing.T, config func(adminPort int) string) (*exec.Cmd, int) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := BuildBrokernet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPort := testbroker.FreePort(t)
+	conf := filepath.Join(dir, "soak.toml")
+	if err := os.WriteFile(conf, []byte(config(adminPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "brokernet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer logf.Close()
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(45 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logf.Name())
+			t.Logf("brokernet log tail:\n%s", tail(string(out), 40))
+		}
+	})
+	return cmd, adminPort
+}
+
 func soakConfig(a, b, c *testbroker.ActiveMQ, adminPort int) string {
 	conn := func(name, broker, remote string) string {
 		return fmt.Sprintf(`
@@ -202,7 +222,9 @@ uri = %q
 // receipt was lost with the connection may or may not be stored ("maybe").
 type soakProducer struct {
 	uri  string
+	dest string
 	rate int
+	pad  []byte // appended to each body
 
 	mu        sync.Mutex
 	next      int
@@ -210,8 +232,9 @@ type soakProducer struct {
 	maybe     map[int]bool
 }
 
-func newSoakProducer(uri string, rate int) *soakProducer {
-	return &soakProducer{uri: uri, rate: rate, confirmed: map[int]bool{}, maybe: map[int]bool{}}
+func newSoakProducer(uri, dest string, rate, pad int) *soakProducer {
+	return &soakProducer{uri: uri, dest: dest, rate: rate, pad: []byte(strings.Repeat("x", pad)),
+		confirmed: map[int]bool{}, maybe: map[int]bool{}}
 }
 
 func (p *soakProducer) counts() (confirmed, maybe int) {
@@ -261,8 +284,8 @@ func (p *soakProducer) send(ctx context.Context, conn *stomp.Conn) {
 			p.next++
 			p.maybe[seq] = true
 			p.mu.Unlock()
-			f := frame.New(frame.SEND, frame.Destination, soakQueue, "seq", strconv.Itoa(seq), "persistent", "true")
-			f.Body = []byte("soak message " + strconv.Itoa(seq))
+			f := frame.New(frame.SEND, frame.Destination, p.dest, "seq", strconv.Itoa(seq), "persistent", "true")
+			f.Body = append([]byte("soak message "+strconv.Itoa(seq)+" "), p.pad...)
 			err := conn.WriteReceipt(ctx, f, func(err error) {
 				if err == nil {
 					p.mu.Lock()
