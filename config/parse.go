@@ -262,7 +262,7 @@ func (d *decoder) connector(t *table, i int) NetworkConnector {
 	nc.DynamicallyIncludedDestinations = patterns(t, "dynamicallyIncludedDestinations")
 	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
 	nc.Renames = renames(t, "renames")
-	nc.DestinationRateLimits = destinationRateLimits(t, "destinationRateLimits")
+	nc.DestinationRateLimits = parsedList(t, "destinationRateLimits", ParseDestinationRateLimit)
 	if s, ok := t.str("passwordFile"); ok && s != "" {
 		pw, warn, err := ReadPasswordFile(d.path(s))
 		if err != nil {
@@ -318,35 +318,29 @@ func (t *table) option(o option, nc *NetworkConnector) {
 
 // patterns decodes a list of destination patterns.
 func patterns(t *table, key string) []destination.Pattern {
-	vals, idx, _ := t.stringList(key)
-	var out []destination.Pattern
-	var kept []int
-	for j, s := range vals {
-		p, err := destination.ParsePattern(s)
-		if err != nil {
-			t.elemErrorf(key, idx[j], "%v", err)
-			continue
-		}
-		out = append(out, p)
-		kept = append(kept, idx[j])
-	}
-	t.elems(key, kept)
-	return out
+	return parsedList(t, key, destination.ParsePattern)
 }
 
 // renames decodes a list of "LOCAL=REMOTE" destination renames; Validate
 // checks them as a set.
 func renames(t *table, key string) []destination.Rename {
+	return parsedList(t, key, destination.ParseRename)
+}
+
+// parsedList decodes the list of strings at key with parse, reporting each
+// element parse refuses where it was written and recording where each kept
+// one was.
+func parsedList[T any](t *table, key string, parse func(string) (T, error)) []T {
 	vals, idx, _ := t.stringList(key)
-	var out []destination.Rename
+	var out []T
 	var kept []int
 	for j, s := range vals {
-		r, err := destination.ParseRename(s)
+		v, err := parse(s)
 		if err != nil {
 			t.elemErrorf(key, idx[j], "%v", err)
 			continue
 		}
-		out = append(out, r)
+		out = append(out, v)
 		kept = append(kept, idx[j])
 	}
 	t.elems(key, kept)

@@ -73,21 +73,3 @@ func ParseDestinationRateLimit(s string) (DestinationRateLimit, error) {
 	out.Bytes = n * unit
 	return out, nil
 }
-
-// destinationRateLimits decodes the list at key.
-func destinationRateLimits(t *table, key string) []DestinationRateLimit {
-	vals, idx, _ := t.stringList(key)
-	var out []DestinationRateLimit
-	var kept []int
-	for j, s := range vals {
-		r, err := ParseDestinationRateLimit(s)
-		if err != nil {
-			t.elemErrorf(key, idx[j], "%v", err)
-			continue
-		}
-		out = append(out, r)
-		kept = append(kept, idx[j])
-	}
-	t.elems(key, kept)
-	return out
-}
