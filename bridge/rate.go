@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/brokernet/brokernet/destination"
@@ -10,8 +9,9 @@ import (
 	"github.com/brokernet/brokernet/transport"
 )
 
-// Rate limits (and the replay cool-down, replay.go): after an outage the local broker holds a backlog, and a bridge
-// taking it at full speed floods the remote broker and the link. Each
+// Rate limits (and the replay cool-down, replay.go): after an outage the
+// local broker holds a backlog, and a bridge taking it at full speed floods
+// the remote broker and the link. Each
 // RateLimit is a token bucket holding a second's worth; a delivery takes one
 // token of each bucket whose rule matches it (a message of its message
 // buckets, its body's length of its byte buckets) before it joins the
@@ -31,21 +31,6 @@ type RateLimit struct {
 	Pattern  *destination.Pattern
 	Messages int
 	Bytes    int
-}
-
-// String describes the limit for logs: "queue://a.> 500 msg/s".
-func (r RateLimit) String() string {
-	s := "every destination"
-	if r.Pattern != nil {
-		s = r.Pattern.String()
-	}
-	if r.Messages > 0 {
-		s += " " + strconv.Itoa(r.Messages) + " msg/s"
-	}
-	if r.Bytes > 0 {
-		s += " " + strconv.Itoa(r.Bytes) + " B/s"
-	}
-	return s
 }
 
 // bucket is a token bucket filling at rate tokens a second up to rate.
@@ -78,17 +63,17 @@ func (b *bucket) take(n int) { b.tokens -= float64(n) }
 
 // rateRule is one RateLimit's buckets.
 type rateRule struct {
-	limit  RateLimit
-	replay bool // matches replay subscriptions' deliveries instead of a pattern
-	msgs   *bucket
-	bytes  *bucket
+	pattern *destination.Pattern // nil: every destination
+	replay  bool                 // matches replay subscriptions' deliveries instead of a pattern
+	msgs    *bucket
+	bytes   *bucket
 }
 
 func (r *rateRule) matches(ds *demandSub, d destination.Destination) bool {
 	if r.replay {
 		return ds.sub.Replay
 	}
-	return r.limit.Pattern == nil || r.limit.Pattern.Match(d)
+	return r.pattern == nil || r.pattern.Match(d)
 }
 
 // shaper holds a session's rate limits and the deliveries waiting for them.
@@ -97,6 +82,8 @@ type shaper struct {
 	// cooldown is how long a replayed message waits after its last replay
 	// before a replay subscription forwards it again (replay.go).
 	cooldown time.Duration
+	// matched holds the rules that match the delivery admit looks at.
+	matched []*rateRule
 	// waiting are the subscriptions with deliveries waiting, in turn order.
 	waiting []*demandSub
 	count   int // deliveries waiting
@@ -113,7 +100,7 @@ func newShaper(cfg *Config, now time.Time) *shaper {
 		sh.cooldown = cfg.ReplayCooldown
 	}
 	add := func(l RateLimit, replay bool) {
-		r := &rateRule{limit: l, replay: replay}
+		r := &rateRule{pattern: l.Pattern, replay: replay}
 		if l.Messages > 0 {
 			r.msgs = newBucket(l.Messages, now)
 		}
@@ -151,10 +138,12 @@ func (sh *shaper) admit(ds *demandSub, ev transport.Event, now time.Time) (ok bo
 		}
 	}
 	size := len(ev.Msg.Body)
+	sh.matched = sh.matched[:0]
 	for _, r := range sh.rules {
 		if !r.matches(ds, d) {
 			continue
 		}
+		sh.matched = append(sh.matched, r)
 		if r.msgs != nil {
 			wait = max(wait, r.msgs.wait(now, 1))
 		}
@@ -165,14 +154,12 @@ func (sh *shaper) admit(ds *demandSub, ev transport.Event, now time.Time) (ok bo
 	if wait > 0 {
 		return false, wait
 	}
-	for _, r := range sh.rules {
-		if r.matches(ds, d) {
-			if r.msgs != nil {
-				r.msgs.take(1)
-			}
-			if r.bytes != nil {
-				r.bytes.take(size)
-			}
+	for _, r := range sh.matched {
+		if r.msgs != nil {
+			r.msgs.take(1)
+		}
+		if r.bytes != nil {
+			r.bytes.take(size)
 		}
 	}
 	return true, 0

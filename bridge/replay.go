@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/hop"
-
 	"github.com/brokernet/brokernet/internal/mailbox"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -49,13 +48,9 @@ func (s *session) stampMove(out *transport.Message, now time.Time) {
 // movedAt is when m was last replayed; ok is false for a message never
 // replayed (or with an unreadable stamp).
 func movedAt(m *transport.Message) (at time.Time, ok bool) {
-	for _, p := range m.Props {
-		if p.Name == hop.MovedAtHeader {
-			ms := propInt64(p.Value)
-			return time.UnixMilli(ms), ms > 0
-		}
-	}
-	return time.Time{}, false
+	v, _ := m.Prop(hop.MovedAtHeader)
+	ms := propInt64(v)
+	return time.UnixMilli(ms), ms > 0
 }
 
 // propInt64 reads an integer property sent as a string (STOMP) or a number
