@@ -51,17 +51,7 @@ func soakIsolation(t *testing.T) {
 	}
 	path := faultproxy.Start(t, b.OpenWireAddr())
 	cmd, adminPort := startSoakBrokernet(t, func(adminPort int) string {
-		return fmt.Sprintf(`[log]
-level = "info"
-format = "json"
-
-[admin]
-listen = "127.0.0.1:%d"
-
-[[broker]]
-name = "a"
-uri = %q
-
+		return soakHeader(adminPort, a.OpenWireURI()) + fmt.Sprintf(`
 [[networkConnector]]
 name = "a-b"
 broker = "a"
@@ -70,7 +60,7 @@ duplex = true
 replayWhenNoConsumers = true
 initialReconnectDelay = "200ms"
 maxReconnectDelay = "2s"
-`, adminPort, a.OpenWireURI(), path.Addr())
+`, path.Addr())
 	})
 
 	// soak: its consumer moves; all of them are counted.

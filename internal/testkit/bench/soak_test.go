@@ -200,6 +200,16 @@ initialReconnectDelay = "200ms"
 maxReconnectDelay = "2s"
 `, name, broker, remote)
 	}
+	return soakHeader(adminPort, a.StompURI()) + fmt.Sprintf(`
+[[broker]]
+name = "b"
+uri = %q
+`, b.StompURI()) + conn("a-to-b", "a", b.StompURI()) + conn("b-to-c", "b", c.StompURI())
+}
+
+// soakHeader is the start of a soak run's configuration: JSON logs, the
+// admin endpoint on adminPort, and broker "a" at uri.
+func soakHeader(adminPort int, uri string) string {
 	return fmt.Sprintf(`[log]
 level = "info"
 format = "json"
@@ -210,11 +220,7 @@ listen = "127.0.0.1:%d"
 [[broker]]
 name = "a"
 uri = %q
-
-[[broker]]
-name = "b"
-uri = %q
-`, adminPort, a.StompURI(), b.StompURI()) + conn("a-to-b", "a", b.StompURI()) + conn("b-to-c", "b", c.StompURI())
+`, adminPort, uri)
 }
 
 // soakProducer sends persistent messages at a fixed rate, reconnecting after a
