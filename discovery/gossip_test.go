@@ -672,7 +672,7 @@ func TestGossipSkipsMembersWithBadMetadata(t *testing.T) {
 
 	t.Run("changed metadata replaces the peer", func(t *testing.T) {
 		good.setMeta(t, `{"u":"stomp://h:2","id":"ID:good"}`)
-		waitFor(t, 5*time.Second, "a to report the new URI", func() bool {
+		waitFor(t, 20*time.Second, "a to report the new URI", func() bool {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			p, ok := a.peers["good"]
@@ -689,11 +689,11 @@ func TestGossipSkipsMembersWithBadMetadata(t *testing.T) {
 	})
 	t.Run("metadata turning bad removes the peer", func(t *testing.T) {
 		good.setMeta(t, `{"u":""}`)
-		waitFor(t, 5*time.Second, "a to drop good", func() bool { return a.sees() })
+		waitFor(t, 20*time.Second, "a to drop good", func() bool { return a.sees() })
 	})
 	t.Run("metadata turning good again adds the peer", func(t *testing.T) {
 		good.setMeta(t, `{"u":"stomp://h:3"}`)
-		waitFor(t, 5*time.Second, "a to see good again", func() bool { return a.sees("good") })
+		waitFor(t, 20*time.Second, "a to see good again", func() bool { return a.sees("good") })
 	})
 }
 
