@@ -39,11 +39,13 @@ type Reason struct {
 	Since     time.Time `json:"since"`
 	// Error is why its last session ended ("" while it has not connected
 	// yet), or, for a bridge that is up, why it cannot see the remote
-	// broker's demand.
+	// broker's demand or what holds its messages.
 	Error string `json:"error"`
 	// Up is set for a bridge that is up but cannot see the remote broker's
-	// demand (bridge.Bridge.DemandBlind): it forwards nothing new.
-	Up bool `json:"up,omitempty"`
+	// demand (bridge.Bridge.DemandBlind): it forwards nothing new; or, with
+	// Held, whose remote broker confirms nothing (bridge.Bridge.RemoteHold).
+	Up   bool `json:"up,omitempty"`
+	Held bool `json:"held,omitempty"`
 }
 
 // Node is one broker.
@@ -95,9 +97,13 @@ type BridgeStatus struct {
 	// Blocked are the destinations whose messages the remote broker holds
 	// back without confirming them (a full queue under producer flow
 	// control); the others keep flowing.
-	Blocked    []bridge.BlockedInfo `json:"blocked"`
-	Reconnects int64                `json:"reconnects"`
-	Demand     []bridge.DemandInfo  `json:"demand"`
+	Blocked []bridge.BlockedInfo `json:"blocked"`
+	// RemoteHold is the remote broker confirming nothing of what the bridge
+	// sent (a RabbitMQ memory or disk alarm), with its alarms; absent while
+	// it confirms.
+	RemoteHold *bridge.RemoteHold  `json:"remote_hold,omitempty"`
+	Reconnects int64               `json:"reconnects"`
+	Demand     []bridge.DemandInfo `json:"demand"`
 }
 
 // Stuck is a queue holding messages no consumer will take.
@@ -176,7 +182,7 @@ func (s *Server) Status() Status {
 			ForwardedBytes: x.ForwardedBytes.Load(), InFlight: x.InFlight.Load(), Window: b.Window(),
 			PendingSubs: x.PendingSubs.Load(), Duplicates: x.Duplicates.Load(),
 			DeadLettered: x.DeadLettered.Load(), Stuck: x.Stuck.Load(), StuckMeasured: measured, Held: x.Held.Load(), Reconnects: x.SessionFailure.Load(),
-			Demand: demand, Blocked: blocked,
+			Demand: demand, Blocked: blocked, RemoteHold: b.RemoteHold(),
 		})
 		localID, remoteID := b.BrokerIDs()
 		st.Bridges[len(st.Bridges)-1].LocalID = localID
@@ -213,17 +219,18 @@ func (s *Server) Status() Status {
 }
 
 // Reasons lists the bridges that are down, or up but blind to the remote
-// broker's demand, sorted by name.
+// broker's demand or held by the remote broker, sorted by name.
 func Reasons(bs []metrics.Bridge) []Reason {
 	out := []Reason{}
 	for _, b := range bs {
 		up, since, lastErr := b.State()
 		if up {
-			blind := b.DemandBlind()
-			if blind == "" {
-				continue
+			if blind := b.DemandBlind(); blind != "" {
+				out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: blind, Up: true})
 			}
-			out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: blind, Up: true})
+			if h := b.RemoteHold(); h != nil {
+				out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: h.Since, Error: h.String(), Up: true, Held: true})
+			}
 			continue
 		}
 		out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: since, Error: lastErr})

@@ -201,6 +201,9 @@ type Stats struct {
 	// BlockedDestinations is how many destinations the remote broker holds
 	// back now without confirming their messages (isolate.go).
 	BlockedDestinations atomic.Int64
+	// RemoteHeld is 1 while the remote broker confirms nothing the bridge sent
+	// in batches (remotehold.go), 0 otherwise.
+	RemoteHeld atomic.Int64
 	// RateLimited is how many deliveries wait for the rate limits now
 	// (rate.go).
 	RateLimited    atomic.Int64
@@ -252,6 +255,9 @@ type Bridge struct {
 
 	blockedMu sync.Mutex
 	blocked   []BlockedInfo // the current session's (isolate.go)
+	// remoteHold is the remote broker holding everything, nil if it does not
+	// (remotehold.go).
+	remoteHold *RemoteHold
 
 	// drains counts the sessions that began draining (tests wait for it).
 	drains atomic.Int64

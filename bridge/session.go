@@ -77,8 +77,9 @@ type session struct {
 
 	dedup  topicDedup
 	replay replayState
-	shaper *shaper   // rate limits (rate.go)
-	temps  tempState // the remote broker's temporary destinations (temp.go)
+	shaper *shaper         // rate limits (rate.go)
+	temps  tempState       // the remote broker's temporary destinations (temp.go)
+	rh     remoteHoldState // the remote broker confirming nothing (remotehold.go)
 
 	// Durable demand across sessions (durables.go): the ledger as last saved,
 	// whether it is kept, durable demand names assumed to exist on the local
@@ -305,6 +306,12 @@ func (s *session) run(ctx context.Context) error {
 	defer s.b.stats.TempDestinations.Store(0) // mirrors end with the local connection
 	defer s.b.stats.PendingSubs.Store(0)
 	defer s.b.setBlocked(nil)
+	defer s.b.setRemoteHold(nil)
+	if !s.eachMode() {
+		hctx, stopWatch := context.WithCancel(wctx)
+		defer stopWatch()
+		go s.watchRemoteHold(hctx)
+	}
 
 	return s.loop(ctx, wctx)
 }
@@ -343,12 +350,8 @@ func (s *session) loop(ctx, wctx context.Context) error {
 		defer t.Stop()
 		expire = t.C
 	}
-	var blockTick <-chan time.Time
-	if s.eachMode() {
-		t := time.NewTicker(min(time.Second, s.cfg.BlockedAfter/2))
-		defer t.Stop()
-		blockTick = t.C
-	}
+	blockTick := time.NewTicker(min(time.Second, s.cfg.BlockedAfter/2))
+	defer blockTick.Stop()
 	for {
 		if s.draining && s.inFlight == 0 && s.open == nil && s.committing == 0 && !s.settling() {
 			return s.closeGracefully(wctx)
@@ -403,7 +406,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			err = s.expireDurables(wctx)
 		case <-s.temps.waitDue:
 			s.onWaitDue()
-		case <-blockTick:
+		case <-blockTick.C:
 			s.checkBlocked()
 		}
 		if err != nil {

@@ -56,6 +56,8 @@ type txn struct {
 	// messages is (Config.CommitDelay).
 	opened     time.Time
 	persistent bool
+	// committed is when its Commit went (remotehold.go).
+	committed time.Time
 }
 
 // admit puts e, a checked delivery with the message to send for it
@@ -113,7 +115,10 @@ func (s *session) send(ctx context.Context, e *entry) error {
 	if s.open.opened.IsZero() {
 		s.open.opened = time.Now()
 	}
-	if err := s.remote.conn.Send(ctx, e.out); err != nil {
+	s.rh.sendStart.Store(time.Now().UnixNano()) // a send may block (remotehold.go)
+	err := s.remote.conn.Send(ctx, e.out)
+	s.rh.sendStart.Store(0)
+	if err != nil {
 		return s.remote.errorf(err)
 	}
 	s.open.entries = append(s.open.entries, e)
@@ -154,7 +159,9 @@ func (s *session) maybeCommit(ctx context.Context, idle bool) error {
 	}
 	s.open = nil
 	s.committing++
+	tx.committed = time.Now()
 	s.inCommit = append(s.inCommit, tx)
+	s.noteCommits()
 	tok, err := s.remote.conn.Commit(ctx)
 	if err != nil {
 		return s.remote.errorf(err)
@@ -188,6 +195,7 @@ func (s *session) linger(tx *txn) bool {
 func (s *session) onCommitted(ctx context.Context, tx *txn, ev transport.Event) error {
 	s.committing--
 	s.inCommit = removeTxn(s.inCommit, tx)
+	s.noteCommits()
 	if ev.Kind == transport.Refused {
 		s.inCommit = append(s.inCommit, tx) // still unsettled: suspects all
 		return fmt.Errorf("remote broker: committing %d messages: %w", len(tx.entries), ev.Err)

@@ -55,6 +55,7 @@ var (
 	windowDesc        = desc("brokernet_window_messages", "The most messages the bridge keeps in flight (--window).")
 	heldDesc          = desc("brokernet_held_messages", "Messages held back on a local broker without selectors (RabbitMQ) because they already visited the remote broker or spent their hops.")
 	blockedDesc       = desc("brokernet_blocked_destinations", "Destinations whose messages the remote broker holds back without confirming them (a full queue under producer flow control); the others keep flowing.")
+	remoteHeldDesc    = desc("brokernet_remote_held", "1 while the remote broker has confirmed nothing the bridge sent for blockedAfter (a RabbitMQ memory or disk alarm blocks every publisher), 0 otherwise.")
 	rateLimitedDesc   = desc("brokernet_rate_limited_messages", "Deliveries waiting on the bridge for a rate limit (rateLimit, byteRateLimit, destinationRateLimits, replayRateLimit), unacknowledged on the local broker.")
 	stuckDesc         = desc("brokernet_stuck_messages", "Queue messages on the local broker that a remote consumer waits for, that the bridge cannot forward (visited the remote broker or out of hops) and that no local consumer took.")
 	latencyDesc       = desc("brokernet_forward_latency_seconds", "Time from a message's delivery by the local broker to the remote broker's confirmation of its transaction.")
@@ -70,7 +71,7 @@ var _ prometheus.Collector = collector{}
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, forwardedDesc, bytesDesc, duplicatesDesc, deadLetteredDesc,
 		advisoriesDesc, badAdvisoriesDesc, sessionsDesc, reconnectsDesc, demandDesc, pendingDesc,
-		inFlightDesc, windowDesc, heldDesc, blockedDesc, rateLimitedDesc, stuckDesc, latencyDesc, batchDesc, movesDesc} {
+		inFlightDesc, windowDesc, heldDesc, blockedDesc, remoteHeldDesc, rateLimitedDesc, stuckDesc, latencyDesc, batchDesc, movesDesc} {
 		ch <- d
 	}
 }
@@ -113,6 +114,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(heldDesc, float64(st.Held.Load()))
 		gauge(stuckDesc, float64(st.Stuck.Load()))
 		gauge(blockedDesc, float64(st.BlockedDestinations.Load()))
+		gauge(remoteHeldDesc, float64(st.RemoteHeld.Load()))
 		gauge(rateLimitedDesc, float64(st.RateLimited.Load()))
 		for d, h := range map[*prometheus.Desc]*bridge.Histogram{latencyDesc: st.ForwardLatency, batchDesc: st.CommitBatch, movesDesc: st.Moves} {
 			if h == nil {

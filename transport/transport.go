@@ -510,6 +510,16 @@ type EachConfirmer interface {
 	SendConfirmed(ctx context.Context, m *Message) (Token, error)
 }
 
+// AlarmReporter is a Conn whose broker can say why it confirms nothing of
+// what is sent to it: RabbitMQ's memory and disk alarms block every
+// connection that publishes, on every node of the cluster, and say so on
+// none of them (STOMP, AMQP 1.0).
+type AlarmReporter interface {
+	// Alarms lists the broker's alarms in force, one line each ("memory
+	// alarm on rabbit@host"); none: empty.
+	Alarms(ctx context.Context) ([]string, error)
+}
+
 // ConfirmsEach returns c as an EachConfirmer if it can confirm messages one
 // by one.
 func ConfirmsEach(c Conn) (EachConfirmer, bool) {

@@ -1,9 +1,11 @@
 // Package mgmt is a minimal client for RabbitMQ's management HTTP API:
-// the broker's identity (/api/overview) and the consumer and binding
-// snapshots that complement the event exchange (/api/consumers, /api/bindings).
+// the broker's identity (/api/overview), the consumer and binding snapshots
+// that complement the event exchange (/api/consumers, /api/bindings) and the
+// nodes' resource alarms (/api/nodes).
 package mgmt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,6 +156,52 @@ func (c *Client) Bindings(ctx context.Context, vhost string) ([]Binding, error) 
 	var bs []Binding
 	err := c.get(ctx, "/api/bindings/"+url.PathEscape(vhost), &bs)
 	return bs, err
+}
+
+// alarmsAnswer is GET /api/health/checks/alarms's answer.
+type alarmsAnswer struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+	Alarms []struct {
+		Node     string `json:"node"`
+		Resource string `json:"resource"`
+	} `json:"alarms"`
+}
+
+// Alarms lists the resource alarms in force in the cluster, one line per
+// alarm ("memory alarm on rabbit@host"); none: empty. While one is in force
+// RabbitMQ blocks every connection that publishes, on every node. It reads
+// GET /api/health/checks/alarms, which asks the nodes now (the statistics
+// of /api/nodes lag by up to their collection interval).
+func (c *Client) Alarms(ctx context.Context) ([]string, error) {
+	const path = "/api/health/checks/alarms"
+	status, out, err := c.do(ctx, http.MethodGet, path, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	where := "GET " + c.base.String() + path
+	switch status {
+	case http.StatusOK, http.StatusServiceUnavailable: // 503: alarms in force
+	case http.StatusUnauthorized:
+		return nil, fmt.Errorf("%w: RabbitMQ management at %s refused the credentials of user %q (401)", ErrSetup, c.base, c.user)
+	default:
+		return nil, fmt.Errorf("RabbitMQ management %s: HTTP %d: %s", where, status, snippet(out))
+	}
+	var a alarmsAnswer
+	if err := json.Unmarshal(out, &a); err != nil {
+		return nil, fmt.Errorf("RabbitMQ management %s: malformed JSON: %w", where, err)
+	}
+	if status == http.StatusOK {
+		return nil, nil
+	}
+	var list []string
+	for _, x := range a.Alarms {
+		list = append(list, x.Resource+" alarm on "+x.Node)
+	}
+	if len(list) == 0 {
+		list = append(list, "alarm: "+cmp.Or(a.Reason, "(no reason given)"))
+	}
+	return list, nil
 }
 
 // QueueExists reports whether the queue exists (GET /api/queues/{vhost}/{name}

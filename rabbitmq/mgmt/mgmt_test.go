@@ -3,10 +3,12 @@ package mgmt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
@@ -104,6 +106,31 @@ func TestAgainstRabbitMQ(t *testing.T) {
 	if ok, err := c.QueueExists(ctx, "/", "a/b c"); !ok || err != nil {
 		t.Errorf("QueueExists(a/b c) = %v, %v", ok, err)
 	}
+
+	// A memory alarm (the watermark below what the node uses) is listed,
+	// then gone once the watermark is back.
+	if alarms, err := c.Alarms(ctx); len(alarms) != 0 || err != nil {
+		t.Errorf("Alarms on a fresh node = %q, %v", alarms, err)
+	}
+	watermark := func(v string) {
+		if out, err := nodes[0].Ctl(ctx, "set_vm_memory_high_watermark", v); err != nil {
+			t.Fatalf("set_vm_memory_high_watermark %s: %v %s", v, err, out)
+		}
+	}
+	watermark("0.000001")
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if alarms, err := c.Alarms(ctx); err != nil || len(alarms) != 1 || alarms[0] != "memory alarm on "+nodes[0].Node() {
+			return fmt.Errorf("alarms %q, %v; want the memory alarm of %s", alarms, err, nodes[0].Node())
+		}
+		return nil
+	})
+	watermark("0.4")
+	stomptest.Eventually(t, 30*time.Second, func() error {
+		if alarms, err := c.Alarms(ctx); err != nil || len(alarms) != 0 {
+			return fmt.Errorf("alarms %q, %v after the watermark is back", alarms, err)
+		}
+		return nil
+	})
 
 	off, _ := mgmt.New(nodes[1].ManagementURL(), "guest", "guest", nil)
 	_, err = off.Consumers(ctx, "/")

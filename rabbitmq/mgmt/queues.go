@@ -130,6 +130,29 @@ func (c *Client) DeleteQueue(ctx context.Context, vhost, name string, ifUnused b
 // URL without credentials; 404 is a *notFoundError; a queue in use (400 from
 // if-unused) is ErrInUse.
 func (c *Client) call(ctx context.Context, method, path, query string, body []byte) ([]byte, error) {
+	status, out, err := c.do(ctx, method, path, query, body)
+	if err != nil {
+		return nil, err
+	}
+	where := method + " " + c.base.String() + path
+	switch {
+	case status/100 == 2:
+		return out, nil
+	case status == http.StatusNotFound:
+		return nil, &notFoundError{where: where}
+	case status == http.StatusUnauthorized:
+		return nil, fmt.Errorf("%w: RabbitMQ management at %s refused the credentials of user %q (401)", ErrSetup, c.base, c.user)
+	case status == http.StatusForbidden:
+		return nil, fmt.Errorf("%w: RabbitMQ management %s: user %q may not (403): %s", ErrSetup, where, c.user, snippet(out))
+	case status == http.StatusBadRequest && strings.Contains(string(out), "in use"):
+		// rabbit_mgmt_wm_queue: {"error":"bad_request","reason":"queue 'X' in vhost '/' in use"}.
+		return nil, fmt.Errorf("RabbitMQ management %s: %w", where, ErrInUse)
+	}
+	return nil, fmt.Errorf("RabbitMQ management %s: HTTP %d: %s", where, status, snippet(out))
+}
+
+// do makes one request and returns the answer's status and body.
+func (c *Client) do(ctx context.Context, method, path, query string, body []byte) (status int, out []byte, err error) {
 	u := *c.base
 	u.RawPath = u.Path + path
 	u.Path, _ = url.PathUnescape(u.RawPath)
@@ -141,7 +164,7 @@ func (c *Client) call(ctx context.Context, method, path, query string, body []by
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return nil, fmt.Errorf("RabbitMQ management %s: %w", where, err)
+		return 0, nil, fmt.Errorf("RabbitMQ management %s: %w", where, err)
 	}
 	req.SetBasicAuth(c.user, c.pass)
 	req.Header.Set("Accept", "application/json")
@@ -152,28 +175,15 @@ func (c *Client) call(ctx context.Context, method, path, query string, body []by
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, fmt.Errorf("%w at %s (is the rabbitmq_management plugin enabled? set ?management= to its URL): %v",
+			return 0, nil, fmt.Errorf("%w at %s (is the rabbitmq_management plugin enabled? set ?management= to its URL): %v",
 				ErrUnreachable, c.base, err)
 		}
-		return nil, fmt.Errorf("RabbitMQ management %s: %w", where, err)
+		return 0, nil, fmt.Errorf("RabbitMQ management %s: %w", where, err)
 	}
 	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	out, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, fmt.Errorf("RabbitMQ management %s: reading the answer: %w", where, err)
+		return 0, nil, fmt.Errorf("RabbitMQ management %s: reading the answer: %w", where, err)
 	}
-	switch {
-	case resp.StatusCode/100 == 2:
-		return out, nil
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, &notFoundError{where: where}
-	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("%w: RabbitMQ management at %s refused the credentials of user %q (401)", ErrSetup, c.base, c.user)
-	case resp.StatusCode == http.StatusForbidden:
-		return nil, fmt.Errorf("%w: RabbitMQ management %s: user %q may not (403): %s", ErrSetup, where, c.user, snippet(out))
-	case resp.StatusCode == http.StatusBadRequest && strings.Contains(string(out), "in use"):
-		// rabbit_mgmt_wm_queue: {"error":"bad_request","reason":"queue 'X' in vhost '/' in use"}.
-		return nil, fmt.Errorf("RabbitMQ management %s: %w", where, ErrInUse)
-	}
-	return nil, fmt.Errorf("RabbitMQ management %s: HTTP %d: %s", where, resp.StatusCode, snippet(out))
+	return resp.StatusCode, out, nil
 }

@@ -148,6 +148,21 @@ func (c *Conn) BrokerID(context.Context) (string, error) {
 	return "", fmt.Errorf("%s (%s) does not tell its broker id over AMQP 1.0; configure it (--local-id/--remote-id)", c.uri, c.info.Server)
 }
 
+// Alarms implements transport.AlarmReporter: RabbitMQ's resource alarms, read
+// from its management API. (RabbitMQ 3.10.8's AMQP 1.0 plugin blocks no
+// publisher during a memory alarm: it accepts and routes what it is sent,
+// measured in bridge TestRemoteAlarmIsReported. The alarms are read for a
+// bridge that finds its remote holding messages all the same.)
+func (c *Conn) Alarms(ctx context.Context) ([]string, error) {
+	if c.topics == nil {
+		if c.topicsErr != nil {
+			return nil, c.topicsErr
+		}
+		return nil, fmt.Errorf("%s (%s) is not RabbitMQ: no alarms to read: %w", c.uri, c.info.Server, transport.ErrUnsupported)
+	}
+	return c.topics.mgmt.Alarms(ctx)
+}
+
 // Close makes a round trip (so the broker processed everything written
 // before, as Sync), then closes the connection.
 func (c *Conn) Close(ctx context.Context) error {

@@ -264,11 +264,30 @@ func (b *BrokerConn) BrokerID(ctx context.Context) (string, error) {
 	return b.brokerID, b.idErr
 }
 
+// management returns a client of RabbitMQ's management API for the
+// connection's broker.
+func (b *BrokerConn) management() (*mgmt.Client, error) {
+	if b.c.Flavour() != RabbitMQ {
+		return nil, fmt.Errorf("%s (%s) is not RabbitMQ: %w", b.c.URI(), b.c.Server(), transport.ErrUnsupported)
+	}
+	u := b.c.URI()
+	return mgmt.New(cmp.Or(u.Management, mgmt.DefaultURL(u.Host)), u.Login, u.Passcode, nil)
+}
+
+// Alarms implements transport.AlarmReporter: RabbitMQ's resource alarms, read
+// from its management API.
+func (b *BrokerConn) Alarms(ctx context.Context) ([]string, error) {
+	m, err := b.management()
+	if err != nil {
+		return nil, err
+	}
+	return m.Alarms(ctx)
+}
+
 func (b *BrokerConn) learnBrokerID(ctx context.Context) (string, error) {
 	if b.c.Flavour() == RabbitMQ {
 		// RabbitMQ tells its cluster name through the management API.
-		u := b.c.URI()
-		m, err := mgmt.New(cmp.Or(u.Management, mgmt.DefaultURL(u.Host)), u.Login, u.Passcode, nil)
+		m, err := b.management()
 		if err != nil {
 			return "", err
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/admin"
+	"github.com/brokernet/brokernet/bridge"
 	"github.com/brokernet/brokernet/config"
 )
 
@@ -122,11 +123,14 @@ func fetchStatus(ctx context.Context, client *http.Client, base, token string, t
 func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	ready := "ready"
 	if !st.Ready {
-		down, blind := 0, 0
+		down, blind, held := 0, 0, 0
 		for _, r := range st.Reasons {
-			if r.Up {
+			switch {
+			case r.Held:
+				held++
+			case r.Up:
 				blind++
-			} else {
+			default:
 				down++
 			}
 		}
@@ -136,6 +140,9 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 		}
 		if blind > 0 {
 			why = append(why, fmt.Sprintf("%d bridge(s) blind to remote demand", blind))
+		}
+		if held > 0 {
+			why = append(why, fmt.Sprintf("%d bridge(s) held by the remote broker", held))
 		}
 		ready = fmt.Sprintf("NOT READY (%s)", strings.Join(why, ", "))
 	}
@@ -149,6 +156,8 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 		switch {
 		case b.Up && b.DemandBlind != "":
 			up, lastErr = "blind", b.DemandBlind
+		case b.Up && b.RemoteHold != nil:
+			up, lastErr = "held", heldWhy(b.RemoteHold)
 		case b.Up:
 			up = "yes"
 		}
@@ -245,4 +254,14 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// heldWhy says in a table cell why a remote broker holds a bridge: the alarm
+// first, which the cell may cut.
+func heldWhy(h *bridge.RemoteHold) string {
+	why := "confirms nothing"
+	if len(h.Alarms) > 0 {
+		why = strings.Join(h.Alarms, ", ") + ": " + why
+	}
+	return fmt.Sprintf("%s (%d unconfirmed)", why, h.Unconfirmed)
 }

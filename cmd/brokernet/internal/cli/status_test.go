@@ -135,3 +135,27 @@ func TestStatusCommandSendsTheToken(t *testing.T) {
 		t.Errorf("without the token: exit %d, stderr %q; want 1 and 401", code, stderr.String())
 	}
 }
+
+func TestPrintStatusHeld(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	hold := &bridge.RemoteHold{Since: now.Add(-time.Minute), Unconfirmed: 200, Alarms: []string{"memory alarm on rabbit@r1"}}
+	st := admin.Status{
+		Version: "v9", Started: now.Add(-time.Hour),
+		Bridges: []admin.BridgeStatus{{Bridge: "a->r", Peer: "r:61613", Up: true, InFlight: 200, Window: 500,
+			Since: now.Add(-time.Hour), RemoteHold: hold}},
+		Reasons: []admin.Reason{{Bridge: "a->r", Up: true, Held: true, Since: hold.Since, Error: hold.String()}},
+		Stuck:   []admin.Stuck{},
+	}
+	var b bytes.Buffer
+	printStatus(&b, st, now)
+	out := b.String()
+	for _, want := range []string{
+		"NOT READY (1 bridge(s) held by the remote broker)",
+		"  a->r    r:61613  held",
+		"memory alarm on rabbit@r1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
