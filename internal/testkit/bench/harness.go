@@ -472,6 +472,21 @@ func BuildBrokernet(dir string) (string, error) {
 	return bin, nil
 }
 
+// StopBrokernet stops a brokernet process the way an operator does: SIGINT,
+// which drains its bridges, then SIGKILL if it has not ended within grace.
+// It returns once the process is gone.
+func StopBrokernet(cmd *exec.Cmd, grace time.Duration) {
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
 	mu  sync.Mutex

@@ -171,15 +171,7 @@ func startSoakBrokernet(t *testing.T, config func(adminPort int) string) (*exec.
 	}
 	t.Cleanup(func() {
 		defer logf.Close()
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(45 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		StopBrokernet(cmd, 45*time.Second)
 		if t.Failed() {
 			out, _ := os.ReadFile(logf.Name())
 			t.Logf("brokernet log tail:\n%s", tail(string(out), 40))

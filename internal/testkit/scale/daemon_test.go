@@ -144,15 +144,7 @@ func runDaemon(t *testing.T, bin, dir string, a, b *testbroker.ActiveMQ, k int, 
 			return
 		}
 		stopped = true
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(45 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		bench.StopBrokernet(cmd, 45*time.Second)
 	}
 	t.Cleanup(func() {
 		stop()
