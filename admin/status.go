@@ -43,9 +43,12 @@ type Reason struct {
 	Error string `json:"error"`
 	// Up is set for a bridge that is up but cannot see the remote broker's
 	// demand (bridge.Bridge.DemandBlind): it forwards nothing new; or, with
-	// Held, whose remote broker confirms nothing (bridge.Bridge.RemoteHold).
+	// Held, whose remote broker confirms nothing (bridge.Bridge.RemoteHold)
+	// or refuses one destination's messages (a full queue, its name first).
 	Up   bool `json:"up,omitempty"`
 	Held bool `json:"held,omitempty"`
+	// Destination names the destination refused, for a held one.
+	Destination string `json:"destination,omitempty"`
 }
 
 // Node is one broker.
@@ -230,6 +233,14 @@ func Reasons(bs []metrics.Bridge) []Reason {
 			}
 			if h := b.RemoteHold(); h != nil {
 				out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: h.Since, Error: h.String(), Up: true, Held: true})
+			}
+			for _, x := range b.Blocked() {
+				// A remote queue that refuses what is sent to it (a full
+				// RabbitMQ queue with reject-publish): its messages wait.
+				if x.Reason != "" {
+					out = append(out, Reason{Bridge: b.Name(), Connector: b.Connector, Peer: b.Peer, Since: x.Since,
+						Error: x.Destination + ": " + x.Reason, Up: true, Held: true, Destination: x.Destination})
+				}
 			}
 			continue
 		}

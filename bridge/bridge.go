@@ -253,6 +253,10 @@ type Bridge struct {
 	demand demandView
 	stuck  stuckView
 
+	// full are the remote broker's queues that refuse what overflows them
+	// (fullqueue.go).
+	full fullQueues
+
 	blockedMu sync.Mutex
 	blocked   []BlockedInfo // the current session's (isolate.go)
 	// remoteHold is the remote broker holding everything, nil if it does not
@@ -398,7 +402,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
-		if errors.Is(err, transport.ErrRefused) && !s.localFailed {
+		fullQueue := !s.localFailed && b.findFullQueues(ctx, s)
+		if errors.Is(err, transport.ErrRefused) && !s.localFailed && !fullQueue {
 			b.refusals.add(s.suspects(), err)
 		}
 		attempt := retry.Ended(upFor)

@@ -227,6 +227,9 @@ type BlockedInfo struct {
 	// delivered by the local broker and not sent.
 	Unconfirmed int `json:"unconfirmed"`
 	Waiting     int `json:"waiting"`
+	// Reason says why, where the bridge knows: a remote queue that refuses
+	// what overflows it is reported with its limits (fullqueue.go).
+	Reason string `json:"reason,omitempty"`
 }
 
 // publishBlocked makes the blocked destinations visible to Blocked and Stats.
@@ -246,13 +249,24 @@ func (b *Bridge) setBlocked(list []BlockedInfo) {
 	b.blockedMu.Lock()
 	b.blocked = list
 	b.blockedMu.Unlock()
-	b.stats.BlockedDestinations.Store(int64(len(list)))
+	b.publishBlockedCount()
+}
+
+// publishBlockedCount sets the gauge of blocked destinations: the session's
+// and the full remote queues.
+func (b *Bridge) publishBlockedCount() {
+	b.blockedMu.Lock()
+	n := len(b.blocked)
+	b.blockedMu.Unlock()
+	b.stats.BlockedDestinations.Store(int64(n + len(b.full.blocked())))
 }
 
 // Blocked lists the destinations whose messages the remote broker holds back
-// without confirming them, oldest first.
+// without confirming them, oldest first, then the remote queues that are full
+// and refuse what is sent to them (named as on the remote broker).
 func (b *Bridge) Blocked() []BlockedInfo {
 	b.blockedMu.Lock()
-	defer b.blockedMu.Unlock()
-	return slices.Clone(b.blocked)
+	list := slices.Clone(b.blocked)
+	b.blockedMu.Unlock()
+	return append(list, b.full.blocked()...)
 }

@@ -82,6 +82,10 @@ type shaper struct {
 	// cooldown is how long a replayed message waits after its last replay
 	// before a replay subscription forwards it again (replay.go).
 	cooldown time.Duration
+	// full are the remote broker's limited queues (fullqueue.go), which
+	// renames names.
+	full    *fullQueues
+	renames renames
 	// matched holds the rules that match the delivery admit looks at.
 	matched []*rateRule
 	// waiting are the subscriptions with deliveries waiting, in turn order.
@@ -94,8 +98,8 @@ type shaper struct {
 	timer *time.Timer
 }
 
-func newShaper(cfg *Config, now time.Time) *shaper {
-	sh := &shaper{}
+func newShaper(cfg *Config, full *fullQueues, rn renames, now time.Time) *shaper {
+	sh := &shaper{full: full, renames: rn}
 	if cfg.ReplayCooldown > 0 && cfg.Demand.ReplayWhenNoConsumers {
 		sh.cooldown = cfg.ReplayCooldown
 	}
@@ -120,8 +124,10 @@ func newShaper(cfg *Config, now time.Time) *shaper {
 	return sh
 }
 
-// on reports whether any limit applies.
-func (sh *shaper) on() bool { return sh != nil && (len(sh.rules) > 0 || sh.cooldown > 0) }
+// on reports whether any limit applies, or deliveries wait.
+func (sh *shaper) on() bool {
+	return sh != nil && (len(sh.rules) > 0 || sh.cooldown > 0 || sh.count > 0 || sh.full.any())
+}
 
 // admit takes the tokens ev needs and reports true, or reports how long
 // until they are there.
@@ -151,8 +157,17 @@ func (sh *shaper) admit(ds *demandSub, ev transport.Event, now time.Time) (ok bo
 			wait = max(wait, r.bytes.wait(now, size))
 		}
 	}
+	var remote destination.Destination
+	limited := d.Kind == destination.Queue && sh.full.any()
+	if limited {
+		remote = sh.renames.remote(d)
+		wait = max(wait, sh.full.wait(remote, size, now))
+	}
 	if wait > 0 {
 		return false, wait
+	}
+	if limited {
+		sh.full.take(remote, size)
 	}
 	for _, r := range sh.matched {
 		if r.msgs != nil {

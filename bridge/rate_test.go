@@ -136,7 +136,7 @@ func TestReplayStampAndCooldown(t *testing.T) {
 		t.Fatalf("movedAt = %v, %v", at, ok)
 	}
 
-	sh := newShaper(&Config{ReplayCooldown: 5 * time.Second, Demand: demand.Options{ReplayWhenNoConsumers: true}}, now)
+	sh := newShaper(&Config{ReplayCooldown: 5 * time.Second, Demand: demand.Options{ReplayWhenNoConsumers: true}}, &fullQueues{}, renames{}, now)
 	replay := &demandSub{sub: demand.Subscription{Replay: true}}
 	ev := transport.Event{Msg: m}
 	if ok, wait := sh.admit(replay, ev, now.Add(2*time.Second)); ok || wait != 3*time.Second {

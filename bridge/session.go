@@ -177,7 +177,7 @@ func newSession(b *Bridge) *session {
 		uncertain:      make(map[string]bool),
 		offlineSince:   make(map[string]time.Time),
 		replay:         newReplayState(),
-		shaper:         newShaper(&b.cfg, time.Now()),
+		shaper:         newShaper(&b.cfg, &b.full, b.renames, time.Now()),
 		retryDue:       make(chan struct{}, 1),
 		releaseDue:     make(chan struct{}, 1),
 	}
@@ -312,6 +312,9 @@ func (s *session) run(ctx context.Context) error {
 		defer stopWatch()
 		go s.watchRemoteHold(hctx)
 	}
+	fctx, stopFull := context.WithCancel(wctx)
+	defer stopFull()
+	go s.watchFullQueues(fctx)
 
 	return s.loop(ctx, wctx)
 }
@@ -408,6 +411,7 @@ func (s *session) loop(ctx, wctx context.Context) error {
 			s.onWaitDue()
 		case <-blockTick.C:
 			s.checkBlocked()
+			s.countFullWaiting()
 		}
 		if err != nil {
 			return err

@@ -520,6 +520,32 @@ type AlarmReporter interface {
 	Alarms(ctx context.Context) ([]string, error)
 }
 
+// QueueLimiter is a Conn whose broker can say how much more a queue takes
+// before it refuses what is sent to it: a RabbitMQ queue with a length limit
+// and x-overflow reject-publish, whose refusal RabbitMQ 3.10 answers by
+// ending the publishing connection (STOMP and AMQP 1.0 alike), so that every
+// destination the connection carries is interrupted.
+type QueueLimiter interface {
+	// QueueRoom says what queue d takes now. A destination that is not a
+	// limited queue (a topic, a queue without limits, a missing queue) has
+	// Limited false.
+	QueueRoom(ctx context.Context, d destination.Destination) (QueueRoom, error)
+}
+
+// QueueRoom is what a queue takes before it refuses.
+type QueueRoom struct {
+	// Limited: the queue refuses what overflows its limits.
+	Limited bool
+	// MaxMessages and MaxBytes are its limits (0: none); Messages and Bytes
+	// what it holds, as the broker reported them (RabbitMQ's statistics lag
+	// by up to their collection interval, 5 s by default).
+	MaxMessages, MaxBytes int
+	Messages, Bytes       int
+	// Policy names the limit for people ("max-length 100, overflow
+	// reject-publish").
+	Policy string
+}
+
 // ConfirmsEach returns c as an EachConfirmer if it can confirm messages one
 // by one.
 func ConfirmsEach(c Conn) (EachConfirmer, bool) {

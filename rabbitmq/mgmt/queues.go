@@ -187,3 +187,72 @@ func (c *Client) do(ctx context.Context, method, path, query string, body []byte
 	}
 	return resp.StatusCode, out, nil
 }
+
+// Limits is what a queue takes before it refuses: its length limits and how
+// it overflows, from its arguments and its effective policy, with its
+// current contents.
+type Limits struct {
+	// Overflow is "drop-head" (RabbitMQ's default), "reject-publish" or
+	// "reject-publish-dlx".
+	Overflow string
+	// MaxLength and MaxBytes are the limits in messages and in bytes of
+	// message bodies; 0: none.
+	MaxLength, MaxBytes int
+	// Messages and Bytes are what the queue holds, from the statistics: up
+	// to one collection interval (5 s by default) late.
+	Messages, Bytes int
+}
+
+// Refuses reports whether the queue refuses what overflows (RabbitMQ 3.10
+// ends the connection of a publisher it refuses, STOMP and AMQP 1.0 alike).
+func (l Limits) Refuses() bool {
+	return (l.Overflow == "reject-publish" || l.Overflow == "reject-publish-dlx") && (l.MaxLength > 0 || l.MaxBytes > 0)
+}
+
+// queueLimits is the part of GET /api/queues/{vhost}/{name} Limits reads.
+type queueLimits struct {
+	Arguments map[string]any `json:"arguments"`
+	Policy    map[string]any `json:"effective_policy_definition"`
+	Messages  int            `json:"messages"`
+	Bytes     int            `json:"message_bytes"`
+}
+
+// QueueLimits reads a queue's limits (GET /api/queues/{vhost}/{name}). Where
+// both its arguments and its policy set a length limit the lower applies, as
+// RabbitMQ does; for the overflow behaviour the argument wins. A missing
+// queue is a *notFoundError: ok is false.
+func (c *Client) QueueLimits(ctx context.Context, vhost, name string) (l Limits, ok bool, err error) {
+	var q queueLimits
+	err = c.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &q)
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return Limits{}, false, nil
+	}
+	if err != nil {
+		return Limits{}, false, err
+	}
+	return q.limits(), true, nil
+}
+
+func (q queueLimits) limits() Limits {
+	l := Limits{Overflow: "drop-head", Messages: q.Messages, Bytes: q.Bytes}
+	if s, ok := q.Policy["overflow"].(string); ok {
+		l.Overflow = s
+	}
+	if s, ok := q.Arguments["x-overflow"].(string); ok {
+		l.Overflow = s
+	}
+	lower := func(cur int, v any) int {
+		f, ok := v.(float64)
+		if !ok || f < 0 {
+			return cur
+		}
+		if n := int(f); cur == 0 || n < cur {
+			return n
+		}
+		return cur
+	}
+	l.MaxLength = lower(lower(0, q.Arguments["x-max-length"]), q.Policy["max-length"])
+	l.MaxBytes = lower(lower(0, q.Arguments["x-max-length-bytes"]), q.Policy["max-length-bytes"])
+	return l
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/transport"
 )
 
@@ -161,6 +163,18 @@ func (c *Conn) Alarms(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("%s (%s) is not RabbitMQ: no alarms to read: %w", c.uri, c.info.Server, transport.ErrUnsupported)
 	}
 	return c.topics.mgmt.Alarms(ctx)
+}
+
+// QueueRoom implements transport.QueueLimiter: what a RabbitMQ queue takes
+// before it refuses, read from the management API.
+func (c *Conn) QueueRoom(ctx context.Context, d destination.Destination) (transport.QueueRoom, error) {
+	if c.topics == nil {
+		if c.topicsErr != nil {
+			return transport.QueueRoom{}, c.topicsErr
+		}
+		return transport.QueueRoom{}, fmt.Errorf("%s (%s) is not RabbitMQ: %w", c.uri, c.info.Server, transport.ErrUnsupported)
+	}
+	return rabbitmq.QueueRoom(ctx, c.topics.mgmt, c.topics.vhost, d)
 }
 
 // Close makes a round trip (so the broker processed everything written

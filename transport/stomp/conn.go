@@ -13,6 +13,8 @@ import (
 	"github.com/go-stomp/stomp/v3/frame"
 
 	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/rabbitmq"
 	"github.com/brokernet/brokernet/rabbitmq/mgmt"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -282,6 +284,16 @@ func (b *BrokerConn) Alarms(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return m.Alarms(ctx)
+}
+
+// QueueRoom implements transport.QueueLimiter: what a RabbitMQ queue takes
+// before it refuses, read from the management API.
+func (b *BrokerConn) QueueRoom(ctx context.Context, d destination.Destination) (transport.QueueRoom, error) {
+	m, err := b.management()
+	if err != nil {
+		return transport.QueueRoom{}, err
+	}
+	return rabbitmq.QueueRoom(ctx, m, b.c.URI().VHost, d)
 }
 
 func (b *BrokerConn) learnBrokerID(ctx context.Context) (string, error) {

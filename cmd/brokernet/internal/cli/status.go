@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -123,9 +124,11 @@ func fetchStatus(ctx context.Context, client *http.Client, base, token string, t
 func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	ready := "ready"
 	if !st.Ready {
-		down, blind, held := 0, 0, 0
+		down, blind, held, refused := 0, 0, 0, 0
 		for _, r := range st.Reasons {
 			switch {
+			case r.Held && r.Destination != "":
+				refused++
 			case r.Held:
 				held++
 			case r.Up:
@@ -143,6 +146,9 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 		}
 		if held > 0 {
 			why = append(why, fmt.Sprintf("%d bridge(s) held by the remote broker", held))
+		}
+		if refused > 0 {
+			why = append(why, fmt.Sprintf("%d destination(s) refused by a full remote queue", refused))
 		}
 		ready = fmt.Sprintf("NOT READY (%s)", strings.Join(why, ", "))
 	}
@@ -202,12 +208,13 @@ func printStatus(w io.Writer, st admin.Status, now time.Time) {
 	if blocked > 0 {
 		// Shown only when there are: the remote broker holds these back,
 		// the bridge's other destinations flow.
-		fmt.Fprintln(w, "\nBlocked destinations (the remote broker does not confirm their messages)")
+		fmt.Fprintln(w, "\nBlocked destinations (the remote broker does not confirm their messages, or refuses them)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  destination\tbridge\tsince\tunconfirmed\twaiting")
+		fmt.Fprintln(tw, "  destination\tbridge\tsince\tunconfirmed\twaiting\twhy")
 		for _, b := range st.Bridges {
 			for _, x := range b.Blocked {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", x.Destination, b.Bridge, since(now, x.Since), x.Unconfirmed, x.Waiting)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\n", x.Destination, b.Bridge, since(now, x.Since), x.Unconfirmed, x.Waiting,
+					shorten(cmp.Or(x.Reason, "not confirmed"), 80))
 			}
 		}
 		tw.Flush()

@@ -159,3 +159,30 @@ func TestPrintStatusHeld(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintStatusFullQueue(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	full := bridge.BlockedInfo{Destination: "queue://orders", Since: now.Add(-time.Minute), Waiting: 120,
+		Reason: "the remote queue is full (max-length 50, overflow reject-publish; holds 50 messages)"}
+	st := admin.Status{
+		Version: "v9", Started: now.Add(-time.Hour),
+		Bridges: []admin.BridgeStatus{{Bridge: "a->r", Peer: "r:61613", Up: true, Window: 500,
+			Since: now.Add(-time.Hour), Blocked: []bridge.BlockedInfo{full}}},
+		Reasons: []admin.Reason{{Bridge: "a->r", Up: true, Held: true, Since: full.Since, Destination: full.Destination,
+			Error: full.Destination + ": " + full.Reason}},
+		Stuck: []admin.Stuck{},
+	}
+	var b bytes.Buffer
+	printStatus(&b, st, now)
+	out := b.String()
+	for _, want := range []string{
+		"NOT READY (1 destination(s) refused by a full remote queue)",
+		"  a->r    r:61613  yes",
+		"queue://orders",
+		"max-length 50, overflow reject-publish",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

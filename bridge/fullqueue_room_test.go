@@ -1,0 +1,80 @@
+package bridge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/brokernet/brokernet/destination"
+	"github.com/brokernet/brokernet/transport"
+)
+
+// A limited queue's room is its limit less what it holds less what the
+// bridge sent it within the statistics' lag; messages wait once it is spent,
+// until a read shows room again.
+func TestFullQueueRoom(t *testing.T) {
+	var f fullQueues
+	q := destination.Destination{Kind: destination.Queue, Name: "orders"}
+	other := destination.Destination{Kind: destination.Queue, Name: "other"}
+	now := time.Unix(1_800_000_000, 0)
+	limit := func(held int) transport.QueueRoom {
+		return transport.QueueRoom{Limited: true, MaxMessages: 10, Messages: held, Policy: "max-length 10, overflow reject-publish"}
+	}
+	if f.any() {
+		t.Fatal("empty set has entries")
+	}
+	// Found after a refusal with 3 in flight, the statistics showing 5.
+	st, known, _ := f.update(q, limit(5), 3, now)
+	if !known || st.msgs != 2 || !st.since.IsZero() {
+		t.Fatalf("after the refusal: known %v, room %d, since %v; want room 2, not full", known, st.msgs, st.since)
+	}
+	for i := range 2 {
+		if w := f.wait(q, 10, now); w != 0 {
+			t.Fatalf("message %d waited %v with room", i, w)
+		}
+		f.take(q, 10)
+	}
+	if w := f.wait(q, 10, now); w <= 0 {
+		t.Fatal("a message went with the room spent")
+	}
+	if w := f.wait(other, 10, now); w != 0 {
+		t.Fatalf("another queue waited %v", w)
+	}
+	// The next read still shows 5 (the statistics lag): the 5 sent since
+	// count, so the queue is full.
+	now = now.Add(fullRecheck)
+	st, _, hadRoom := f.update(q, limit(5), 0, now)
+	if st.msgs != 0 || st.since.IsZero() || !hadRoom {
+		t.Fatalf("second read: room %d, since %v, had room %v; want full", st.msgs, st.since, hadRoom)
+	}
+	if b := f.blocked(); len(b) != 1 || b[0].Destination != "queue://orders" || b[0].Reason == "" {
+		t.Fatalf("blocked %+v", b)
+	}
+	// Once the sends are older than the lag, a queue the consumer emptied
+	// has its whole limit.
+	for range statsLag {
+		now = now.Add(fullRecheck)
+		st, _, _ = f.update(q, limit(0), 0, now)
+	}
+	if st.msgs != 10 || !st.since.IsZero() || len(f.blocked()) != 0 {
+		t.Fatalf("drained: room %d, since %v, blocked %v; want room 10", st.msgs, st.since, f.blocked())
+	}
+	// A queue whose limit was removed is forgotten.
+	if _, known, _ := f.update(q, transport.QueueRoom{}, 0, now); known || f.any() {
+		t.Fatal("a queue without limits is still remembered")
+	}
+}
+
+// A byte limit: a message larger than the bytes left waits.
+func TestFullQueueByteRoom(t *testing.T) {
+	var f fullQueues
+	q := destination.Destination{Kind: destination.Queue, Name: "big"}
+	now := time.Unix(1_800_000_000, 0)
+	f.update(q, transport.QueueRoom{Limited: true, MaxBytes: 1000, Bytes: 400}, 0, now)
+	if w := f.wait(q, 600, now); w != 0 {
+		t.Fatalf("600 bytes waited %v with 600 left", w)
+	}
+	f.take(q, 600)
+	if w := f.wait(q, 1, now); w <= 0 {
+		t.Fatal("a byte went with no bytes left")
+	}
+}
