@@ -43,12 +43,19 @@ func startURIBridge(t *testing.T, local, remote string, mod func(*bridge.Config)
 // and returns the replies the requester got and the responder's output.
 func requestReply(t *testing.T, a, b *testbroker.ActiveMQ, queue string, n int, mode string, ready func()) (replies int, responder []string) {
 	t.Helper()
+	return requestReplyWithin(t, a, b, queue, n, mode, 10*time.Second, ready)
+}
+
+// requestReplyWithin is requestReply with the requester waiting timeout for
+// each reply (it stops after 5 timeouts).
+func requestReplyWithin(t *testing.T, a, b *testbroker.ActiveMQ, queue string, n int, mode string, timeout time.Duration, ready func()) (replies int, responder []string) {
+	t.Helper()
 	resp := jmstest.Start(t, "RequestReply", "respond", a.OpenWireURI(), queue, "20000", fmt.Sprint(n))
 	resp.WaitLine(t, "READY", 60*time.Second)
 	if ready != nil {
 		ready()
 	}
-	out := jmstest.Run(t, time.Duration(n)*200*time.Millisecond+2*time.Minute, "RequestReply", "request", b.OpenWireURI(), queue, fmt.Sprint(n), "10000", mode)
+	out := jmstest.Run(t, time.Duration(n)*200*time.Millisecond+2*time.Minute, "RequestReply", "request", b.OpenWireURI(), queue, fmt.Sprint(n), fmt.Sprint(timeout.Milliseconds()), mode)
 	var timeouts int
 	for _, l := range strings.Split(out, "\n") {
 		if _, err := fmt.Sscanf(l, "REPLIES %d TIMEOUTS %d", &replies, &timeouts); err == nil {
@@ -105,7 +112,8 @@ func TestRequestReplyAcrossNetworkLikeNetworkConnector(t *testing.T) {
 		off := func(c *bridge.Config) { c.Demand.BridgeTemp = false }
 		startURIBridge(t, a.OpenWireURI(), b.OpenWireURI(), off)
 		ba := startURIBridge(t, b.OpenWireURI(), a.OpenWireURI(), off)
-		got, out := requestReply(t, a, b, "rr.off", n, "perrequest", func() { waitDemand(t, ba, 1, 30*time.Second) })
+		// No reply can come: the requester gives up after 5 timeouts of 2 s.
+		got, out := requestReplyWithin(t, a, b, "rr.off", n, "perrequest", 2*time.Second, func() { waitDemand(t, ba, 1, 30*time.Second) })
 		t.Logf("brokernet without bridgeTempDestinations: %d of %d replies (the requester stops after 5 timeouts); responder: %s", got, n, strings.Join(out, " | "))
 		if got != 0 {
 			t.Fatalf("%d replies without bridgeTempDestinations, want 0", got)
@@ -238,7 +246,8 @@ func TestRequestReplyOverStomp(t *testing.T) {
 	b := testbroker.StartActiveMQ(t, testbroker.Options{})
 	startURIBridge(t, a.StompURI(), b.StompURI(), nil)
 	ba := startURIBridge(t, b.StompURI(), a.StompURI(), nil)
-	got, out := requestReply(t, a, b, "rr.stomp", n, "perrequest", func() { waitDemand(t, ba, 1, 30*time.Second) })
+	// No reply can come: the requester gives up after 5 timeouts of 2 s.
+	got, out := requestReplyWithin(t, a, b, "rr.stomp", n, "perrequest", 2*time.Second, func() { waitDemand(t, ba, 1, 30*time.Second) })
 	t.Logf("all over STOMP: %d of %d replies (the requester stops after 5 timeouts); responder: %s", got, n, strings.Join(out, " | "))
 	if got != 0 {
 		t.Fatalf("%d of %d replies over STOMP, want 0", got, n)
