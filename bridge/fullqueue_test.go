@@ -3,19 +3,15 @@ package bridge_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/brokernet/brokernet/admin"
 	"github.com/brokernet/brokernet/bridge"
-	"github.com/brokernet/brokernet/internal/testkit/amqptest"
 	"github.com/brokernet/brokernet/internal/testkit/stomptest"
 	"github.com/brokernet/brokernet/internal/testkit/testbroker"
 	"github.com/brokernet/brokernet/metrics"
-	"github.com/brokernet/brokernet/transport"
-	"github.com/brokernet/brokernet/transport/amqp"
 )
 
 // TestFullQueueIsContained: a RabbitMQ remote whose queue full.q takes 50
@@ -45,24 +41,7 @@ func TestFullQueueIsContained(t *testing.T) {
 				`{"max-length":50,"overflow":"reject-publish"}`); err != nil {
 				t.Fatalf("set_policy: %v %s", err, out)
 			}
-			opts := "?initialReconnectDelay=100&maxReconnectDelay=500&management=" + r.ManagementURL()
-			var (
-				rep       transport.Endpoint
-				subscribe func(dest string) seqConsumer
-			)
-			if proto == "amqp" {
-				u, err := amqp.ParseURI(r.AMQPURI() + opts + "&stompPort=" + strconv.Itoa(r.StompPort()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep = u
-				// RabbitMQ hands a STOMP consumer what came over AMQP 1.0 with
-				// its sections encoded: read it over AMQP 1.0.
-				subscribe = func(dest string) seqConsumer { return amqptest.Subscribe(t, r.AMQPURI(), r.ManagementURL(), dest) }
-			} else {
-				rep = stomptest.URI(t, r.StompURI()+opts)
-				subscribe = func(dest string) seqConsumer { return stomptest.Subscribe(t, r.StompURI(), dest) }
-			}
+			rep, subscribe := rabbitRemote(t, r, proto)
 			releaseHold := holdDemand(t, r, "full.q")
 			fast := subscribe("/queue/fast.q")
 			br := runBridge(t, bridge.Config{Local: stomptest.URI(t, a.StompURI()), Remote: rep, Demand: defaultDemand(),

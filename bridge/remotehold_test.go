@@ -42,24 +42,8 @@ func TestRemoteAlarmIsReported(t *testing.T) {
 			const n = 200
 			r := testbroker.StartRabbitMQ(t, testbroker.RabbitOptions{})
 			a := startBrokers(t, 1, false)[0]
-			opts := "?initialReconnectDelay=100&maxReconnectDelay=500&management=" + r.ManagementURL()
-			var (
-				rep transport.Endpoint
-				c   seqConsumer
-			)
-			if proto == "amqp" {
-				u, err := amqp.ParseURI(r.AMQPURI() + opts + "&stompPort=" + strconv.Itoa(r.StompPort()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep = u
-				// RabbitMQ hands a STOMP consumer what came over AMQP 1.0 with
-				// its sections encoded: read it over AMQP 1.0.
-				c = amqptest.Subscribe(t, r.AMQPURI(), r.ManagementURL(), "/queue/alarm.q")
-			} else {
-				rep = stomptest.URI(t, r.StompURI()+opts)
-				c = stomptest.Subscribe(t, r.StompURI(), "/queue/alarm.q")
-			}
+			rep, subscribe := rabbitRemote(t, r, proto)
+			c := subscribe("/queue/alarm.q")
 			br := runBridge(t, bridge.Config{Local: stomptest.URI(t, a.StompURI()), Remote: rep, Demand: defaultDemand(),
 				BlockedAfter: 2 * time.Second, Log: stomptest.Logger(t)})
 			waitDemand(t, br, 1, 30*time.Second)
@@ -130,4 +114,22 @@ func TestRemoteAlarmIsReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rabbitRemote is RabbitMQ r as a bridge's remote over proto ("amqp" or
+// "stomp"), reconnecting fast, with its management API, and a way to
+// consume from it that reads what that protocol sent: RabbitMQ hands a STOMP
+// consumer what came over AMQP 1.0 with its sections encoded, so over AMQP
+// 1.0 it is read over AMQP 1.0.
+func rabbitRemote(t *testing.T, r *testbroker.RabbitMQ, proto string) (transport.Endpoint, func(dest string) seqConsumer) {
+	t.Helper()
+	opts := "?initialReconnectDelay=100&maxReconnectDelay=500&management=" + r.ManagementURL()
+	if proto == "amqp" {
+		u, err := amqp.ParseURI(r.AMQPURI() + opts + "&stompPort=" + strconv.Itoa(r.StompPort()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u, func(dest string) seqConsumer { return amqptest.Subscribe(t, r.AMQPURI(), r.ManagementURL(), dest) }
+	}
+	return stomptest.URI(t, r.StompURI()+opts), func(dest string) seqConsumer { return stomptest.Subscribe(t, r.StompURI(), dest) }
 }
