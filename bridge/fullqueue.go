@@ -40,6 +40,16 @@ const fullRecheck = 2 * time.Second
 // missing from RabbitMQ's statistics (collected every 5 s by default).
 const statsLag = 4
 
+// forgetAfter is how many reads in a row (a minute's) must find a limited
+// queue at most half full before the bridge forgets it and sends to it
+// freely again: the room estimate counts what was sent within the
+// statistics' lag, so a queue with a small limit gets at most its limit per
+// ~8 s while remembered, even with a fast consumer. Should it fill up again,
+// the next refusal finds it. (After 5 reads, 10 s, a consumer slower than
+// the bridge refilled a 50-message queue while it drained: three more
+// connection ends over AMQP 1.0 in TestFullQueueIsContained.)
+const forgetAfter = 30
+
 // maxFullQueues bounds the limited queues a bridge remembers.
 const maxFullQueues = 1024
 
@@ -55,6 +65,8 @@ type fullQueue struct {
 	since   time.Time
 	waiting int // deliveries waiting for room, as the session last counted
 	next    time.Time
+	// roomy counts the reads in a row that found it at most half full.
+	roomy int
 }
 
 // fullQueues are a bridge's limited remote queues. Sessions come and go; the
@@ -121,6 +133,16 @@ func (f *fullQueues) update(d destination.Destination, r transport.QueueRoom, se
 		copy(cur.sent[1:], cur.sent[:statsLag-1])
 		copy(cur.sentBytes[1:], cur.sentBytes[:statsLag-1])
 		cur.sent[0], cur.sentBytes[0] = 0, 0
+	}
+	if (r.MaxMessages == 0 || r.Messages <= r.MaxMessages/2) && (r.MaxBytes == 0 || r.Bytes <= r.MaxBytes/2) && sentNow == 0 {
+		cur.roomy++
+	} else {
+		cur.roomy = 0
+	}
+	if cur.roomy >= forgetAfter {
+		delete(f.m, k)
+		f.n.Store(int32(len(f.m)))
+		return fullQueue{}, false, hadRoom
 	}
 	cur.sent[0] += sentNow
 	var lagMsgs, lagBytes int
@@ -306,7 +328,7 @@ func (s *session) watchFullQueues(ctx context.Context) {
 			q, known, hadRoom := s.b.full.update(d, r, 0, now)
 			switch {
 			case !known:
-				s.log.Info().Str("destination", d.String()).Msg("the remote queue no longer refuses what overflows it: its messages flow freely")
+				s.log.Info().Str("destination", d.String()).Msg("the remote queue no longer refuses what overflows it, or has had room for a while: its messages flow freely")
 			case hadRoom && !q.since.IsZero():
 				s.log.Warn().Str("destination", d.String()).Str("limit", r.Policy).Int("messages", r.Messages).
 					Msg("the remote queue is full: its messages wait on the local broker until it has room")

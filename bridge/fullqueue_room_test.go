@@ -39,11 +39,11 @@ func TestFullQueueRoom(t *testing.T) {
 	if w := f.wait(other, 10, now); w != 0 {
 		t.Fatalf("another queue waited %v", w)
 	}
-	// The next read still shows 5 (the statistics lag): the 5 sent since
-	// count, so the queue is full.
+	// The next read shows 7 (the statistics lag): the 5 sent since count
+	// too, so the queue is full.
 	now = now.Add(fullRecheck)
-	st, _, hadRoom := f.update(q, limit(5), 0, now)
-	if st.msgs != 0 || st.since.IsZero() || !hadRoom {
+	st, _, hadRoom := f.update(q, limit(7), 0, now)
+	if st.msgs > 0 || st.since.IsZero() || !hadRoom {
 		t.Fatalf("second read: room %d, since %v, had room %v; want full", st.msgs, st.since, hadRoom)
 	}
 	if b := f.blocked(); len(b) != 1 || b[0].Destination != "queue://orders" || b[0].Reason == "" {
@@ -58,6 +58,19 @@ func TestFullQueueRoom(t *testing.T) {
 	if st.msgs != 10 || !st.since.IsZero() || len(f.blocked()) != 0 {
 		t.Fatalf("drained: room %d, since %v, blocked %v; want room 10", st.msgs, st.since, f.blocked())
 	}
+	// Found at most half full read after read, it is forgotten.
+	for range forgetAfter - statsLag - 1 {
+		now = now.Add(fullRecheck)
+		f.update(q, limit(0), 0, now)
+	}
+	if !f.any() {
+		t.Fatalf("forgotten after %d roomy reads, want %d", forgetAfter-1, forgetAfter)
+	}
+	now = now.Add(fullRecheck)
+	if _, known, _ := f.update(q, limit(5), 0, now); known || f.any() {
+		t.Fatal("a queue found half full or less 5 reads in a row is still remembered")
+	}
+	f.update(q, limit(5), 3, now)
 	// A queue whose limit was removed is forgotten.
 	if _, known, _ := f.update(q, transport.QueueRoom{}, 0, now); known || f.any() {
 		t.Fatal("a queue without limits is still remembered")
