@@ -200,6 +200,19 @@ func (f *fullQueues) setWaiting(counts map[string]int) {
 	}
 }
 
+// nFull counts the queues without room.
+func (f *fullQueues) nFull() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, q := range f.m {
+		if !q.since.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
 // blocked lists the queues without room, for Bridge.Blocked.
 func (f *fullQueues) blocked() []BlockedInfo {
 	f.mu.Lock()
@@ -222,27 +235,16 @@ func (f *fullQueues) blocked() []BlockedInfo {
 // those whose confirmation was outstanding when the session ended.
 func (s *session) inFlightQueues() map[string]inFlightQueue {
 	out := make(map[string]inFlightQueue)
-	add := func(es []*entry) {
-		for _, e := range es {
-			if e.out == nil || e.done || e.out.Destination.Kind != destination.Queue {
-				continue
-			}
-			k := e.out.Destination.String()
-			q := out[k]
-			q.dest = e.out.Destination
-			q.n++
-			out[k] = q
+	s.eachInFlight(func(e *entry) {
+		if e.out == nil || e.done || e.out.Destination.Kind != destination.Queue {
+			return
 		}
-	}
-	for _, tx := range s.inCommit {
-		add(tx.entries)
-	}
-	if s.open != nil {
-		add(s.open.entries)
-	}
-	for _, ld := range s.loads {
-		add(ld.sent)
-	}
+		k := e.out.Destination.String()
+		q := out[k]
+		q.dest = e.out.Destination
+		q.n++
+		out[k] = q
+	})
 	return out
 }
 

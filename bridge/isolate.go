@@ -258,7 +258,7 @@ func (b *Bridge) publishBlockedCount() {
 	b.blockedMu.Lock()
 	n := len(b.blocked)
 	b.blockedMu.Unlock()
-	b.stats.BlockedDestinations.Store(int64(n + len(b.full.blocked())))
+	b.stats.BlockedDestinations.Store(int64(n + b.full.nFull()))
 }
 
 // Blocked lists the destinations whose messages the remote broker holds back

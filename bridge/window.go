@@ -440,21 +440,31 @@ const (
 // the remote ends the connection with a refusal, one of them caused it.
 func (s *session) suspects() []string {
 	var ids []string
-	add := func(tx *txn) {
+	s.eachInFlight(func(e *entry) {
+		if e.id != "" {
+			ids = append(ids, e.id)
+		}
+	})
+	return ids
+}
+
+// eachInFlight calls f for each entry sent to the remote broker and not yet
+// settled: the batches awaiting their confirmation, the open batch and, in
+// each-confirmed mode, every destination's unconfirmed messages.
+func (s *session) eachInFlight(f func(*entry)) {
+	for _, tx := range s.inCommit {
 		for _, e := range tx.entries {
-			if e.id != "" {
-				ids = append(ids, e.id)
-			}
+			f(e)
 		}
 	}
-	for _, tx := range s.inCommit {
-		add(tx)
-	}
 	if s.open != nil {
-		add(s.open)
+		for _, e := range s.open.entries {
+			f(e)
+		}
 	}
 	for _, ld := range s.loads {
-		add(&txn{entries: ld.sent})
+		for _, e := range ld.sent {
+			f(e)
+		}
 	}
-	return ids
 }
