@@ -248,7 +248,8 @@ func TestAdminAgainstRealBrokers(t *testing.T) {
 			return nil
 		})
 		dom := runChromium(t, chromium, base+"/", "--dump-dom")
-		for _, want := range []string{a.StompAddr(), b.StompAddr(), "A-admin", "B-admin", "queue://orders.eu", "topic://prices.usd", "2/2 bridges up", "msg/s"} {
+		for _, want := range []string{a.StompAddr(), b.StompAddr(), "A-admin", "B-admin", "queue://orders.eu", "topic://prices.usd", "2/2 bridges up", "msg/s",
+			"B-admin → A-admin"} {
 			if !strings.Contains(dom, want) {
 				t.Errorf("rendered page lacks %q", want)
 			}

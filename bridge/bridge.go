@@ -402,8 +402,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return err
 		}
 		b.stats.SessionFailure.Add(1)
-		fullQueue := !s.localFailed && b.findFullQueues(ctx, s)
-		if errors.Is(err, transport.ErrRefused) && !s.localFailed && !fullQueue {
+		fullQueue, fullKnown := b.awaitFullQueues(ctx, s)
+		if errors.Is(err, transport.ErrRefused) && !s.localFailed && fullKnown && !fullQueue {
 			b.refusals.add(s.suspects(), err)
 		}
 		attempt := retry.Ended(upFor)

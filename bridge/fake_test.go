@@ -60,6 +60,8 @@ type fakeBroker struct {
 	// a real one does, for the conformance suite (a bridge test keeps them
 	// in received only, so that what it forwards does not come back).
 	loopback bool
+	// queueRoom answers QueueRoom (transport.QueueLimiter); nil: an error.
+	queueRoom func(ctx context.Context, d destination.Destination) (transport.QueueRoom, error)
 }
 
 type fakeMsg struct {
@@ -341,6 +343,13 @@ func (c *fakeConn) Unsubscribe(ctx context.Context, id string) error {
 	c.b.mu.Unlock()
 	c.b.dispatch()
 	return nil
+}
+
+func (c *fakeConn) QueueRoom(ctx context.Context, d destination.Destination) (transport.QueueRoom, error) {
+	if c.b.queueRoom == nil {
+		return transport.QueueRoom{}, errors.New("fake broker: no management API")
+	}
+	return c.b.queueRoom(ctx, d)
 }
 
 func (c *fakeConn) DestroyDurable(context.Context, transport.Subscription) error { return nil }

@@ -79,28 +79,27 @@ type fullQueues struct {
 
 func (f *fullQueues) any() bool { return f.n.Load() > 0 }
 
-// wait is how long a message of size bytes for remote destination d must
-// wait for room (0: it may go now).
-func (f *fullQueues) wait(d destination.Destination, size int, now time.Time) time.Duration {
+// admit says how long a message of size bytes for queue d must wait: at
+// least other (what else holds it back, the rate limits), longer while d's
+// room is spent (until its next read, at least fullRecheck/4). When it need
+// not wait, the message's room is spent: one lock per delivery.
+func (f *fullQueues) admit(d destination.Destination, size int, now time.Time, other time.Duration) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.m[d.String()]
-	if q == nil || (q.msgs > 0 && (q.limit.MaxBytes == 0 || q.bytes >= size)) {
-		return 0
+	if q != nil && (q.msgs <= 0 || q.limit.MaxBytes > 0 && q.bytes < size) {
+		other = max(other, q.next.Sub(now), fullRecheck/4)
 	}
-	return max(q.next.Sub(now), fullRecheck/4)
-}
-
-// take spends the room of one message of size bytes.
-func (f *fullQueues) take(d destination.Destination, size int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if q := f.m[d.String()]; q != nil {
+	if other > 0 {
+		return other
+	}
+	if q != nil {
 		q.msgs--
 		q.bytes -= size
 		q.sent[0]++
 		q.sentBytes[0] += size
 	}
+	return 0
 }
 
 // update records what a queue takes, read now; sentNow is what was in flight
@@ -294,6 +293,33 @@ func (b *Bridge) findFullQueues(ctx context.Context, s *session) bool {
 		b.publishBlockedCount()
 	}
 	return found
+}
+
+// fullReadWait is how long the reconnect waits for the remote broker's queue
+// limits after a session ended: a host whose management API has not answered
+// by then is most likely cut off (a frozen path), and its read must not hold
+// back the reconnect (it takes up to 10 s to give up).
+const fullReadWait = 2 * time.Second
+
+// awaitFullQueues runs findFullQueues for session s, which ended, and waits
+// for it at most fullReadWait; known is false when it did not end by then
+// (it goes on, and what it finds takes effect when it ends).
+func (b *Bridge) awaitFullQueues(ctx context.Context, s *session) (found, known bool) {
+	if s.localFailed {
+		return false, true
+	}
+	done := make(chan bool, 1)
+	go func() { done <- b.findFullQueues(ctx, s) }()
+	t := time.NewTimer(fullReadWait)
+	defer t.Stop()
+	select {
+	case found = <-done:
+		return found, true
+	case <-t.C:
+		b.log.Debug().Dur("waited", fullReadWait).Msg("reconnecting before the remote queue limits were read")
+	case <-ctx.Done():
+	}
+	return false, false
 }
 
 // watchFullQueues reads the room of the remote broker's limited queues every

@@ -1,6 +1,9 @@
 package bridge
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,15 +31,14 @@ func TestFullQueueRoom(t *testing.T) {
 		t.Fatalf("after the refusal: known %v, room %d, since %v; want room 2, not full", known, st.msgs, st.since)
 	}
 	for i := range 2 {
-		if w := f.wait(q, 10, now); w != 0 {
+		if w := f.admit(q, 10, now, 0); w != 0 {
 			t.Fatalf("message %d waited %v with room", i, w)
 		}
-		f.take(q, 10)
 	}
-	if w := f.wait(q, 10, now); w <= 0 {
+	if w := f.admit(q, 10, now, 0); w <= 0 {
 		t.Fatal("a message went with the room spent")
 	}
-	if w := f.wait(other, 10, now); w != 0 {
+	if w := f.admit(other, 10, now, 0); w != 0 {
 		t.Fatalf("another queue waited %v", w)
 	}
 	// The next read shows 7 (the statistics lag): the 5 sent since count
@@ -83,11 +85,51 @@ func TestFullQueueByteRoom(t *testing.T) {
 	q := destination.Destination{Kind: destination.Queue, Name: "big"}
 	now := time.Unix(1_800_000_000, 0)
 	f.update(q, transport.QueueRoom{Limited: true, MaxBytes: 1000, Bytes: 400}, 0, now)
-	if w := f.wait(q, 600, now); w != 0 {
+	if w := f.admit(q, 600, now, 0); w != 0 {
 		t.Fatalf("600 bytes waited %v with 600 left", w)
 	}
-	f.take(q, 600)
-	if w := f.wait(q, 1, now); w <= 0 {
+	if w := f.admit(q, 1, now, 0); w <= 0 {
 		t.Fatal("a byte went with no bytes left")
 	}
+}
+
+// TestReconnectDoesNotWaitForUnansweredLimits: a remote broker whose session
+// ended with queue messages in flight and whose management API does not
+// answer (a frozen path) is dialled again after fullReadWait, not after the
+// read gives up; the read, answered later, still takes effect.
+func TestReconnectDoesNotWaitForUnansweredLimits(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	consumerOn(remote, "q")
+	remote.holdCommits = true
+	answer := make(chan struct{})
+	var reads atomic.Int32
+	remote.queueRoom = func(ctx context.Context, d destination.Destination) (transport.QueueRoom, error) {
+		reads.Add(1)
+		select {
+		case <-answer:
+			return transport.QueueRoom{Limited: true, MaxMessages: 10, Messages: 10, Policy: "max-length 10, overflow reject-publish"}, nil
+		case <-ctx.Done():
+			return transport.QueueRoom{}, ctx.Err()
+		}
+	}
+	b, _, _ := startFake(t, local, remote, Config{Window: 20})
+	local.put("q", 50)
+	waitFor(t, 2*time.Second, "commits held", func() bool { return remote.heldCommits() > 0 })
+	first := <-remote.dialed
+	remote.mu.Lock()
+	remote.held = nil
+	remote.mu.Unlock()
+	ended := time.Now()
+	first.fail(errors.New("no data or heart-beat from B for 15s"))
+	select {
+	case <-remote.dialed:
+	case <-time.After(fullReadWait + 3*time.Second):
+		t.Fatalf("no reconnect %v after the session ended while the limits read hung (fullReadWait %v)", time.Since(ended), fullReadWait)
+	}
+	t.Logf("dialled again %v after the session ended, %d limit read(s) pending", time.Since(ended).Round(time.Millisecond), reads.Load())
+	if reads.Load() == 0 {
+		t.Fatal("the limits were not read")
+	}
+	close(answer) // the management API answers late: the queue is full
+	waitFor(t, 5*time.Second, "the late answer taken", func() bool { return b.full.any() })
 }

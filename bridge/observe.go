@@ -102,7 +102,12 @@ type DemandInfo struct {
 	Priority int `json:"priority"`
 	// Path lists the brokers the demand came through, the consumer's first.
 	Path []string `json:"path"`
-	// Selector is the remote consumers' own selector ("" for none).
+	// Origin names what the demand is for, the same on every route to it:
+	// the original consumer's id, or a name for a group of consumers (a
+	// conduit subscription, "static") (hop.Tag.Origin).
+	Origin string `json:"origin,omitempty"`
+	// Selector is what the subscription selects beyond the hop clauses: the
+	// remote consumers' own selectors and any content filter ("" for none).
 	Selector string `json:"selector,omitempty"`
 	// Durable is the durable subscription name, if durable.
 	Durable string `json:"durable,omitempty"`
@@ -136,6 +141,7 @@ func (b *Bridge) publishDemand(subs map[string]*demandSub) {
 		}
 		if _, tag, ok := hop.ParseSelector(ds.sub.Selector); ok {
 			d.Path = slices.Clone(tag.Path)
+			d.Origin = tag.Origin
 		}
 		out = append(out, d)
 	}

@@ -157,17 +157,12 @@ func (sh *shaper) admit(ds *demandSub, ev transport.Event, now time.Time) (ok bo
 			wait = max(wait, r.bytes.wait(now, size))
 		}
 	}
-	var remote destination.Destination
-	limited := d.Kind == destination.Queue && sh.full.any()
-	if limited {
-		remote = sh.renames.remote(d)
-		wait = max(wait, sh.full.wait(remote, size, now))
+	if d.Kind == destination.Queue && sh.full.any() {
+		// Waits for the rules or the queue's room; takes the room if none.
+		wait = sh.full.admit(sh.renames.remote(d), size, now, wait)
 	}
 	if wait > 0 {
 		return false, wait
-	}
-	if limited {
-		sh.full.take(remote, size)
 	}
 	for _, r := range sh.matched {
 		if r.msgs != nil {

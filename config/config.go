@@ -242,6 +242,15 @@ type NetworkConnector struct {
 	// DestinationRateLimits cap the destinations a pattern matches, taken
 	// together ("destinationRateLimits", "PATTERN=RATE" each).
 	DestinationRateLimits []DestinationRateLimit
+	// Filter is a JMS selector: only the messages it selects are forwarded,
+	// on every destination ("" forwards all). On ActiveMQ it becomes part of
+	// each demand subscription's selector, so the others stay on the local
+	// broker for its own consumers; a RabbitMQ local broker, which has no
+	// selectors, serves no demand under a filter.
+	Filter string
+	// DestinationFilters are filters for the destinations a pattern matches
+	// ("destinationFilters", "PATTERN=SELECTOR" each), on top of Filter.
+	DestinationFilters []DestinationFilter
 	// MaxReplays caps how often one message is replayed; 0 means no cap.
 	// Default DefaultMaxReplays.
 	MaxReplays int

@@ -304,6 +304,18 @@ func TestValues(t *testing.T) {
 				t.Errorf("destinationRateLimits %q", got)
 			}
 		}},
+		{"content filters", `filter = "region = 'eu'"` + "\n" + `destinationFilters = ["queue://orders.>=amount > 100 AND note <> 'a=b'", "/topic/t = x IN ('(', ')')"]`, func(t *testing.T, nc NetworkConnector) {
+			if nc.Filter != "region = 'eu'" {
+				t.Errorf("filter %q", nc.Filter)
+			}
+			var got []string
+			for _, f := range nc.DestinationFilters {
+				got = append(got, f.String())
+			}
+			if !slices.Equal(got, []string{"queue://orders.>=amount > 100 AND note <> 'a=b'", "topic://t=x IN ('(', ')')"}) {
+				t.Errorf("destinationFilters %q", got)
+			}
+		}},
 		{"an empty list is no list", `dynamicallyIncludedDestinations = []`, func(t *testing.T, nc NetworkConnector) {
 			if nc.DynamicallyIncludedDestinations != nil {
 				t.Errorf("got %v", nc.DynamicallyIncludedDestinations)
@@ -399,6 +411,14 @@ func TestParseErrors(t *testing.T) {
 				`8:3: networkConnector "a": destinationRateLimits[0]: rate limit "queue://a=500": want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
 				`9:3: networkConnector "a": destinationRateLimits[1]: rate limit "queue://b=0/s": "0/s" is not a positive whole number a second; want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
 				`10:3: networkConnector "a": destinationRateLimits[2]: rate limit "queue://c=5 TB/s": "5 TB/s" is not a positive whole number a second; want PATTERN=RATE, RATE messages ("500/s") or bytes ("2MB/s") a second, e.g. queue://backlog.>=500/s`,
+			}},
+		{"bad content filters", connector + "filter = \"region = 'eu\"\ndestinationFilters = [\n  \"queue://a\",\n  \"queue://b=(x = 1\",\n  \"queue://c=\",\n  \"queue://d=x = 1)\",\n]\n",
+			[]string{
+				`6:1: networkConnector "a": filter: selector "region = 'eu": at 10: string has no closing quote`,
+				`8:3: networkConnector "a": destinationFilters[0]: filter "queue://a": want PATTERN=SELECTOR, e.g. queue://orders.>=region = 'eu'`,
+				`9:3: networkConnector "a": destinationFilters[1]: filter "queue://b=(x = 1": selector "(x = 1": at 7: want ")", found end of selector`,
+				`10:3: networkConnector "a": destinationFilters[2]: filter "queue://c=": empty selector`,
+				`11:3: networkConnector "a": destinationFilters[3]: filter "queue://d=x = 1)": selector "x = 1)": at 6: unexpected ")"`,
 			}},
 		{"unknown log format and admin address", "[log]\nformat = \"xml\"\n[admin]\nlisten = \"localhost\"\n" + brokerHeader,
 			[]string{
@@ -833,7 +853,7 @@ uri = "gossip:"
 // table's and those decoded on their own, each once.
 func TestConnectorKeysListEveryOption(t *testing.T) {
 	own := []string{"name", "broker", "uri", "staticallyIncludedDestinations", "dynamicallyIncludedDestinations",
-		"excludedDestinations", "renames", "destinationRateLimits", "passwordFile", "caFile", "certFile", "keyFile", "gossip"}
+		"excludedDestinations", "renames", "destinationRateLimits", "destinationFilters", "passwordFile", "caFile", "certFile", "keyFile", "gossip"}
 	want := slices.Clone(own)
 	for _, o := range connectorOptions {
 		want = append(want, o.key)
@@ -852,10 +872,11 @@ func TestConnectorKeysListEveryOption(t *testing.T) {
 func TestFlagsAndFileMeanTheSame(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	cf := NewFlags(fs, "a")
-	cf.Options("networkTTL", "consumerTTL", "window", "stuckInterval", "bridgeTempDestinations", "rateLimit")
+	cf.Options("networkTTL", "consumerTTL", "window", "stuckInterval", "bridgeTempDestinations", "rateLimit", "filter")
 	cf.Lists()
 	if err := fs.Parse([]string{"--network-ttl", "3", "--consumer-ttl", "1", "--window", "20", "--stuck-interval", "0",
-		"--bridge-temp-destinations=false", "--exclude", "queue://x.>", "--rate-limit", "500", "--destination-rate-limit", "queue://b.>=1MB/s"}); err != nil {
+		"--bridge-temp-destinations=false", "--exclude", "queue://x.>", "--rate-limit", "500", "--destination-rate-limit", "queue://b.>=1MB/s",
+		"--filter", "a = 1", "--destination-filter", "queue://b.>=b = 2"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := cf.Config()
@@ -866,7 +887,7 @@ func TestFlagsAndFileMeanTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromFile := mustParse(t, connector+"networkTTL = 3\nconsumerTTL = 1\nwindow = 20\nstuckInterval = 0\nbridgeTempDestinations = false\nexcludedDestinations = [\"queue://x.>\"]\nrateLimit = 500\ndestinationRateLimits = [\"queue://b.>=1MB/s\"]\n")
+	fromFile := mustParse(t, connector+"networkTTL = 3\nconsumerTTL = 1\nwindow = 20\nstuckInterval = 0\nbridgeTempDestinations = false\nexcludedDestinations = [\"queue://x.>\"]\nrateLimit = 500\ndestinationRateLimits = [\"queue://b.>=1MB/s\"]\nfilter = \"a = 1\"\ndestinationFilters = [\"queue://b.>=b = 2\"]\n")
 	if a, b := fromFlags.Connectors[0], fromFile.Connectors[0]; !a.Equal(b) {
 		t.Errorf("from flags\n%+v\nfrom the file\n%+v", a, b)
 	}

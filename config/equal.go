@@ -49,6 +49,7 @@ func (a NetworkConnector) canonical() NetworkConnector {
 	a.ExcludedDestinations = nilIfEmpty(a.ExcludedDestinations)
 	a.Renames = nilIfEmpty(a.Renames)
 	a.DestinationRateLimits = nilIfEmpty(a.DestinationRateLimits)
+	a.DestinationFilters = nilIfEmpty(a.DestinationFilters)
 	if a.Gossip != nil {
 		g := *a.Gossip
 		g.Join = nilIfEmpty(g.Join)

@@ -119,6 +119,7 @@ var listOptions = []struct{ key, flag, usage string }{
 	{"excludedDestinations", "exclude", "destination pattern never to forward (repeatable; wins over --include)"},
 	{"staticallyIncludedDestinations", "static-include", "destination always forwarded, with or without demand (repeatable)"},
 	{"destinationRateLimits", "destination-rate-limit", "PATTERN=RATE: the destinations PATTERN matches get at most RATE together, messages (500/s) or bytes (2MB/s) a second (repeatable)"},
+	{"destinationFilters", "destination-filter", "PATTERN=SELECTOR: of the destinations PATTERN matches, forward only the messages SELECTOR selects (repeatable)"},
 	{"renames", "rename", "LOCAL=REMOTE: the local destination is REMOTE on the remote broker (repeatable; exact names, e.g. queue://orders=queue://shop.orders)"},
 }
 
@@ -158,6 +159,11 @@ func (f *Flags) Validate() (*Config, error) {
 				var r destination.Rename
 				if r, err = destination.ParseRename(s); err == nil {
 					nc.Renames = append(nc.Renames, r)
+				}
+			case "destinationFilters":
+				var r DestinationFilter
+				if r, err = ParseDestinationFilter(s); err == nil {
+					nc.DestinationFilters = append(nc.DestinationFilters, r)
 				}
 			case "destinationRateLimits":
 				var r DestinationRateLimit

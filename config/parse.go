@@ -263,6 +263,7 @@ func (d *decoder) connector(t *table, i int) NetworkConnector {
 	nc.ExcludedDestinations = patterns(t, "excludedDestinations")
 	nc.Renames = renames(t, "renames")
 	nc.DestinationRateLimits = parsedList(t, "destinationRateLimits", ParseDestinationRateLimit)
+	nc.DestinationFilters = parsedList(t, "destinationFilters", ParseDestinationFilter)
 	if s, ok := t.str("passwordFile"); ok && s != "" {
 		pw, warn, err := ReadPasswordFile(d.path(s))
 		if err != nil {

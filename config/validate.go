@@ -16,6 +16,7 @@ import (
 	"github.com/brokernet/brokernet/discovery"
 	"github.com/brokernet/brokernet/internal/tlsconf"
 	"github.com/brokernet/brokernet/internal/uriredact"
+	"github.com/brokernet/brokernet/selector"
 	"github.com/brokernet/brokernet/transport"
 	"github.com/brokernet/brokernet/transport/endpoint"
 )
@@ -300,6 +301,11 @@ func (v *validator) connectors(brokers map[string]Broker, brokerNames []string) 
 		}
 		if nc.ReplayRateLimit < 0 {
 			t.errorf("replayRateLimit", "want 0 (no limit) or messages per second, got %d", nc.ReplayRateLimit)
+		}
+		if nc.Filter != "" && !t.failed("filter") {
+			if err := selector.Check(nc.Filter); err != nil {
+				t.errorf("filter", "%v", err)
+			}
 		}
 		if nc.RateLimit < 0 {
 			t.errorf("rateLimit", "want 0 (no limit) or messages per second, got %d", nc.RateLimit)

@@ -85,7 +85,8 @@ type Subscription struct {
 	// UserSelector is the user part of Selector: the remote consumer's own
 	// selector, the selector shared by a topic conduit subscription's
 	// consumers, or for a queue conduit subscription the OR of its
-	// consumers' selectors; "" for none.
+	// consumers' selectors; "" for none. Under content filters
+	// (Options.ContentFilters) it is "(filters) AND (that)".
 	UserSelector string
 	// Priority is the consumer priority to subscribe with.
 	Priority int

@@ -356,7 +356,7 @@ func (t *Table) replaySpec(d destination.Destination) *Subscription {
 	if !demand || t.localConsumers(d) > 0 {
 		return nil
 	}
-	user := orSelectors(sels)
+	user := andSelectors(t.opts.contentFilter(d), orSelectors(sels))
 	path := []string{t.opts.RemoteID}
 	tag := hop.Tag{Path: path, Origin: replayOrigin, Replay: true}
 	return &Subscription{

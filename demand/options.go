@@ -109,6 +109,12 @@ type Options struct {
 	// a message replayed that often stays where it is, however its
 	// consumers move. 0: no cap, as ActiveMQ.
 	MaxReplays int
+	// ContentFilters limit what is forwarded to the messages their selectors
+	// select, on the destinations their patterns overlap (ContentFilter):
+	// every demand, static and replay subscription to such a destination
+	// selects the AND of its consumers' selectors and theirs. A local broker
+	// without selectors (RabbitMQ) serves no demand that has one.
+	ContentFilters []ContentFilter
 }
 
 // DefaultOptions returns the default options without broker ids.
@@ -157,6 +163,11 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("StaticInclude[%d] %q: temporary destinations are not bridged", i, p))
 		}
 	}
+	for i, f := range o.ContentFilters {
+		if f.Selector == "" {
+			errs = append(errs, fmt.Errorf("ContentFilters[%d] has no selector", i))
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("demand options: %w", errors.Join(errs...))
 	}
@@ -177,5 +188,6 @@ func (o Options) normalized() Options {
 	o.Filter.Include = slices.Clone(o.Filter.Include)
 	o.Filter.Exclude = slices.Clone(o.Filter.Exclude)
 	o.StaticInclude = slices.Clone(o.StaticInclude)
+	o.ContentFilters = slices.Clone(o.ContentFilters)
 	return o
 }

@@ -303,7 +303,7 @@ func orSelectors(sels []string) string {
 
 // demandSpec is the subscription a demand group needs.
 func (t *Table) demandSpec(s *slot) *Subscription {
-	user := orSelectors(s.selectors())
+	user := andSelectors(t.opts.contentFilter(s.key.dest), orSelectors(s.selectors()))
 	tag := hop.Tag{Path: s.path, Origin: s.origin}
 	if s.key.dest.Kind == destination.Topic && len(s.path) > 0 {
 		tag.For = s.path[0]

@@ -209,12 +209,14 @@ func (s *slot) staticWanted() bool {
 // staticSpec is the subscription of a static include.
 func (t *Table) staticSpec(s *slot) *Subscription {
 	path := []string{t.opts.RemoteID}
+	user := t.opts.contentFilter(s.key.dest)
 	return &Subscription{
-		Destination: s.key.dest,
-		Selector:    hop.Selector("", t.opts.RemoteID, t.opts.MessageTTL, hop.Tag{Path: path, Origin: StaticOrigin}),
-		Priority:    t.priority(0, path),
-		Prefetch:    t.opts.Prefetch,
-		Static:      true,
+		Destination:  s.key.dest,
+		Selector:     hop.Selector(user, t.opts.RemoteID, t.opts.MessageTTL, hop.Tag{Path: path, Origin: StaticOrigin}),
+		UserSelector: user,
+		Priority:     t.priority(0, path),
+		Prefetch:     t.opts.Prefetch,
+		Static:       true,
 	}
 }
 

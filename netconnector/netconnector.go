@@ -334,6 +334,18 @@ func RateLimits(cfg config.NetworkConnector) []bridge.RateLimit {
 	return out
 }
 
+// ContentFilters are a connector's filter and its destinations' filters.
+func ContentFilters(cfg config.NetworkConnector) []demand.ContentFilter {
+	var out []demand.ContentFilter
+	if cfg.Filter != "" {
+		out = append(out, demand.ContentFilter{Selector: cfg.Filter})
+	}
+	for _, f := range cfg.DestinationFilters {
+		out = append(out, demand.ContentFilter{Pattern: &f.Pattern, Selector: f.Selector})
+	}
+	return out
+}
+
 // DemandOptions maps a connector's ActiveMQ-named options onto the demand rules.
 func DemandOptions(cfg config.NetworkConnector) demand.Options {
 	return demand.Options{
@@ -343,6 +355,7 @@ func DemandOptions(cfg config.NetworkConnector) demand.Options {
 		DecreasePriority: cfg.DecreaseNetworkConsumerPriority,
 		PriorityBase:     cfg.ConsumerPriorityBase,
 		Prefetch:         cfg.PrefetchSize,
+		ContentFilters:   ContentFilters(cfg),
 		Filter: destination.Filter{
 			Include: cfg.DynamicallyIncludedDestinations,
 			Exclude: cfg.ExcludedDestinations,

@@ -129,14 +129,19 @@ function render(st) {
     ago(b.since), fmtRate(b.forwarded_per_second), String(b.forwarded),
     `${b.in_flight}/${b.window}`, String(b.demand_subscriptions),
   ]), "no bridges");
+  // One row per broker the demand is installed on: the route runs from the
+  // consumers' broker (path[0]) through every hop to that broker.
   const demand = [];
   for (const b of st.bridges) {
+    const at = b.local_id || b.local;
     for (const d of b.demand) {
-      demand.push([d.destination, b.remote, String(d.consumers.length), String(d.priority),
-        (d.path || []).join(" → "), d.selector || (d.static ? "(static)" : d.replay ? "(replay)" : "")]);
+      const path = d.path || [];
+      demand.push([d.destination, at, path[0] || "", String(path.length), path.concat([at]).join(" → "), b.bridge,
+        String(d.consumers.length), String(d.priority), d.active ? "yes" : "no",
+        d.selector || (d.static ? "(static)" : d.replay ? "(replay)" : "")]);
     }
   }
-  demand.sort((x, y) => x[0].localeCompare(y[0]));
+  demand.sort((x, y) => x[0].localeCompare(y[0]) || Number(x[3]) - Number(y[3]) || x[1].localeCompare(y[1]));
   fillTable("demand", demand, "no demand");
   const stuck = document.getElementById("stuck");
   if (st.stuck.length === 0) {

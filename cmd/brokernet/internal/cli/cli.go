@@ -53,6 +53,7 @@ func commands() []command {
 		{"check", "validate a federation TOML file", runCheck},
 		{"sidecar", "run next to one broker and find peers by gossip", runSidecar},
 		{"status", "print a running brokernet's bridges, demand and stuck messages", runStatus},
+		{"demand", "show where each destination's demand is installed, or wait for it", runDemand},
 		{"import", "translate an ActiveMQ activemq.xml's networkConnectors to TOML", runImport},
 		{"send", "send test messages to a destination", runSend},
 		{"receive", "receive and count messages from a destination", runReceive},

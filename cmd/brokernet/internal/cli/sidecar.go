@@ -24,7 +24,7 @@ Flags:
 `
 
 // sidecarOptions are the connector keys `brokernet sidecar` takes as flags.
-var sidecarOptions = []string{"networkTTL", "prefetchSize", "window", "decreaseNetworkConsumerPriority", "stuckInterval", "rateLimit", "byteRateLimit"}
+var sidecarOptions = []string{"networkTTL", "prefetchSize", "window", "decreaseNetworkConsumerPriority", "stuckInterval", "rateLimit", "byteRateLimit", "filter"}
 
 func runSidecar(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("sidecar")

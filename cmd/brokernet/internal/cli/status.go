@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,9 +37,9 @@ const defaultAdmin = "127.0.0.1:9464"
 func runStatus(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("status")
 	addr := fs.String("admin", defaultAdmin, "admin endpoint of the brokernet to ask")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
-	tokenFile := fs.String("token-file", "", "file holding the endpoint's bearer token")
-	caFile := fs.String("ca-file", "", "PEM CA certificate to trust for an https:// endpoint")
+	var ask askFlags
+	ask.register(fs)
+	fs.DurationVar(&ask.timeout, "timeout", ask.timeout, "how long to wait for the answer")
 	pos, err := parseFlags(e, fs, statusUsage, args)
 	if err != nil {
 		return err
@@ -50,37 +51,70 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	client := &http.Client{}
-	if *caFile != "" {
-		pem, err := os.ReadFile(*caFile)
-		if err != nil {
-			return usagef("--ca-file: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return usagef("--ca-file %s: no PEM certificate in it", *caFile)
-		}
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	c, err := ask.client()
+	if err != nil {
+		return err
 	}
-	token := ""
-	if *tokenFile != "" {
-		if token, _, err = config.ReadPasswordFile(*tokenFile); err != nil {
-			return usagef("--token-file: %v", err)
-		}
-	}
-	st, err := fetchStatus(ctx, client, base, token, *timeout)
+	st, err := c.status(ctx, base)
 	if err != nil {
 		return err
 	}
 	var b bytes.Buffer
 	printStatus(&b, st, time.Now())
-	// tabwriter pads an empty last column; trailing blanks help no one.
-	for _, line := range strings.SplitAfter(b.String(), "\n") {
+	writeTrimmed(e.stdout, b.String())
+	return nil
+}
+
+// writeTrimmed writes tables to w without the blanks tabwriter pads an empty
+// last column with.
+func writeTrimmed(w io.Writer, s string) {
+	for _, line := range strings.SplitAfter(s, "\n") {
 		if t := strings.TrimRight(line, " \n"); t != "" || line != "" {
-			fmt.Fprintln(e.stdout, t)
+			fmt.Fprintln(w, t)
 		}
 	}
-	return nil
+}
+
+// askFlags are the flags of a command that reads admin endpoints.
+type askFlags struct {
+	timeout           time.Duration
+	tokenFile, caFile string
+}
+
+// register adds the token and CA flags; commands name their own --timeout.
+func (a *askFlags) register(fs *flag.FlagSet) {
+	a.timeout = 5 * time.Second
+	fs.StringVar(&a.tokenFile, "token-file", "", "file holding the endpoint's bearer token")
+	fs.StringVar(&a.caFile, "ca-file", "", "PEM CA certificate to trust for an https:// endpoint")
+}
+
+// adminClient asks admin endpoints for /status.
+type adminClient struct {
+	http    *http.Client
+	token   string
+	timeout time.Duration
+}
+
+func (a *askFlags) client() (*adminClient, error) {
+	c := &adminClient{http: &http.Client{}, timeout: a.timeout}
+	if a.caFile != "" {
+		pem, err := os.ReadFile(a.caFile)
+		if err != nil {
+			return nil, usagef("--ca-file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("--ca-file %s: no PEM certificate in it", a.caFile)
+		}
+		c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	if a.tokenFile != "" {
+		var err error
+		if c.token, _, err = config.ReadPasswordFile(a.tokenFile); err != nil {
+			return nil, usagef("--token-file: %v", err)
+		}
+	}
+	return c, nil
 }
 
 // adminURL turns HOST:PORT or an http(s) URL into the base URL.
@@ -94,18 +128,19 @@ func adminURL(s string) (string, error) {
 	return strings.TrimRight(s, "/"), nil
 }
 
-func fetchStatus(ctx context.Context, client *http.Client, base, token string, timeout time.Duration) (admin.Status, error) {
+// status reads /status from the endpoint at base.
+func (c *adminClient) status(ctx context.Context, base string) (admin.Status, error) {
 	var st admin.Status
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
 		return st, usagef("--admin %q: %v", base, err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := client.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("asking %s: %w", base, err)
 	}
