@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokernet/brokernet/advisory"
+	"github.com/brokernet/brokernet/demand"
 	"github.com/brokernet/brokernet/destination"
 	"github.com/brokernet/brokernet/transport"
 )
@@ -342,6 +343,25 @@ func TestWithoutSelectorsDemandWithASelectorIsNotServed(t *testing.T) {
 	}
 	if q := local.queued("q"); q != 10 {
 		t.Fatalf("local holds %d, want all 10", q)
+	}
+}
+
+// A content filter on a local broker without selectors (RabbitMQ): the
+// demand it would narrow is not served, and the messages stay.
+func TestWithoutSelectorsFilteredDemandIsNotServed(t *testing.T) {
+	local, remote := newFakeBroker("A"), newFakeBroker("B")
+	local.noSelectors = true
+	consumerOn(remote, "q")
+	opts := demand.DefaultOptions()
+	opts.ContentFilters = []demand.ContentFilter{{Selector: "region = 'eu'"}}
+	b, _, _ := startFake(t, local, remote, Config{Demand: opts})
+	waitFor(t, 2*time.Second, "the advisory applied", func() bool { return b.Stats().Advisories.Load() == 1 })
+	local.put("q", 10)
+	if n := b.Stats().DemandSubs.Load() + b.Stats().PendingSubs.Load(); n != 0 {
+		t.Fatalf("%d demand subscriptions, want none", n)
+	}
+	if q, got := local.queued("q"), len(remote.receivedBodies()); q != 10 || got != 0 {
+		t.Fatalf("local holds %d and remote got %d, want 10 and 0", q, got)
 	}
 }
 
