@@ -117,7 +117,7 @@ func TestReconnectDoesNotWaitForUnansweredLimits(t *testing.T) {
 	waitFor(t, 2*time.Second, "commits held", func() bool { return remote.heldCommits() > 0 })
 	first := <-remote.dialed
 	remote.mu.Lock()
-	remote.held = nil
+	remote.held, remote.holdCommits = nil, false // the next session's are confirmed
 	remote.mu.Unlock()
 	ended := time.Now()
 	first.fail(errors.New("no data or heart-beat from B for 15s"))
