@@ -3,6 +3,7 @@ package openwire
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,8 +29,12 @@ func TestConfirmationsWhileTheBrokerDispatches(t *testing.T) {
 	out := destination.Destination{Kind: destination.Queue, Name: "ow.race.out"}
 	body := make([]byte, 1024)
 
-	// The producer floods until the commits are done (at most maxFlood).
-	const commitsWanted, maxFlood = 200, 1000000
+	// The producer floods until the commits are done (at most maxFlood),
+	// at most maxAhead messages ahead of the consumer: a backlog that fills
+	// the broker's memory (64 MB) would block the consumer connection's own
+	// transacted send (producer flow control), and with it its acks.
+	const commitsWanted, maxFlood, maxAhead = 200, 1000000, 20000
+	var received atomic.Int64
 	prod := dial(t, b.OpenWireURI())
 	prodDone := make(chan error, 1)
 	stop := make(chan struct{})
@@ -44,6 +49,14 @@ func TestConfirmationsWhileTheBrokerDispatches(t *testing.T) {
 			if err := prod.Send(ctx, &transport.Message{Destination: in, Body: body, Priority: -1}); err != nil {
 				prodDone <- err
 				return
+			}
+			for int64(i)-received.Load() > maxAhead {
+				select {
+				case <-stop:
+					prodDone <- nil
+					return
+				case <-time.After(time.Millisecond):
+				}
 			}
 			if i%200 == 199 {
 				// Each batch waits for its confirmation: the flood is
@@ -65,7 +78,7 @@ func TestConfirmationsWhileTheBrokerDispatches(t *testing.T) {
 	if _, err := c.Subscribe(ctx, transport.Subscription{ID: "in", Destination: in, Prefetch: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	received, commits := 0, 0
+	commits := 0
 	var pending []transport.Ref
 	tok, err := c.Commit(ctx)
 	if err != nil {
@@ -75,11 +88,11 @@ func TestConfirmationsWhileTheBrokerDispatches(t *testing.T) {
 		select {
 		case ev, ok := <-c.Events():
 			if !ok {
-				t.Fatalf("connection ended after %d deliveries and %d commits: %v", received, commits, c.Err())
+				t.Fatalf("connection ended after %d deliveries and %d commits: %v", received.Load(), commits, c.Err())
 			}
 			switch ev.Kind {
 			case transport.Delivery:
-				received++
+				received.Add(1)
 				pending = append(pending, ev.Ref)
 				if len(pending) >= 100 {
 					if err := c.Settle(ctx, "in", pending, transport.Accepted); err != nil {
@@ -107,15 +120,15 @@ func TestConfirmationsWhileTheBrokerDispatches(t *testing.T) {
 				}
 			}
 		case <-ctx.Done():
-			t.Fatalf("%d deliveries, %d of %d commits: %v", received, commits, commitsWanted, ctx.Err())
+			t.Fatalf("%d deliveries, %d of %d commits: %v", received.Load(), commits, commitsWanted, ctx.Err())
 		}
 	}
 	close(stop)
 	if err := <-prodDone; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d deliveries while %d commits after a flush were confirmed, connection up", received, commits)
-	if received == 0 {
+	t.Logf("%d deliveries while %d commits after a flush were confirmed, connection up", received.Load(), commits)
+	if received.Load() == 0 {
 		t.Fatal("the broker dispatched nothing meanwhile")
 	}
 }
