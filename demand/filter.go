@@ -34,18 +34,5 @@ func andSelectors(sels ...string) string {
 			kept = append(kept, s)
 		}
 	}
-	switch len(kept) {
-	case 0:
-		return ""
-	case 1:
-		return kept[0]
-	}
-	out := ""
-	for i, s := range kept {
-		if i > 0 {
-			out += " AND "
-		}
-		out += "(" + s + ")"
-	}
-	return out
+	return joinSelectors(kept, " AND ")
 }

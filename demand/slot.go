@@ -285,14 +285,22 @@ func orSelectors(sels []string) string {
 	if len(sels) == 0 || slices.Contains(sels, "") {
 		return ""
 	}
-	distinct := slices.Compact(slices.Sorted(slices.Values(sels)))
-	if len(distinct) == 1 {
-		return distinct[0]
+	return joinSelectors(slices.Compact(slices.Sorted(slices.Values(sels))), " OR ")
+}
+
+// joinSelectors joins non-empty selectors with op ("AND", "OR" in spaces):
+// "" for none, the selector itself for one, else "(s1) op (s2) ...".
+func joinSelectors(sels []string, op string) string {
+	switch len(sels) {
+	case 0:
+		return ""
+	case 1:
+		return sels[0]
 	}
 	var b strings.Builder
-	for i, s := range distinct {
+	for i, s := range sels {
 		if i > 0 {
-			b.WriteString(" OR ")
+			b.WriteString(op)
 		}
 		b.WriteString("(")
 		b.WriteString(s)

@@ -206,10 +206,12 @@ func runDistribution(b *testing.B, r *distResult) {
 		r.path, r.onC, r.onB, r.cIdle.Round(time.Millisecond), r.n, r.all.Round(time.Millisecond), r.leftAtCap)
 }
 
-// startForwardBridge runs `brokernet bridge local remote` until the benchmark ends.
-func startForwardBridge(b *testing.B, local, remote string) {
+// startForwardBridge runs `brokernet bridge [flags] local remote` (with
+// -bench.bridgeflags) until the benchmark ends.
+func startForwardBridge(b *testing.B, local, remote string, flags ...string) {
 	bin := brokernetBinary(b)
-	args := append([]string{"bridge", "--log-level", "warn", "--log-format", "json"}, strings.Fields(*flagBridgeFlags)...)
+	args := append([]string{"bridge", "--log-level", "warn", "--log-format", "json"}, flags...)
+	args = append(args, strings.Fields(*flagBridgeFlags)...)
 	br, err := StartBridge(bin, append(args, local, remote)...)
 	if err != nil {
 		b.Fatalf("starting brokernet: %v", err)

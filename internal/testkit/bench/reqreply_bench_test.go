@@ -37,7 +37,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -219,17 +218,5 @@ func medRange(xs []float64, format string) string {
 // startDuplexBridge runs `brokernet bridge --duplex local remote` until the
 // benchmark ends.
 func startDuplexBridge(b *testing.B, local, remote string) {
-	bin := brokernetBinary(b)
-	args := append([]string{"bridge", "--duplex", "--log-level", "warn", "--log-format", "json"}, strings.Fields(*flagBridgeFlags)...)
-	args = append(args, local, remote)
-	br, err := StartBridge(bin, args...)
-	if err != nil {
-		b.Fatalf("starting brokernet: %v", err)
-	}
-	b.Cleanup(func() {
-		br.Kill()
-		if b.Failed() {
-			b.Logf("brokernet output:\n%s", br.Output())
-		}
-	})
+	startForwardBridge(b, local, remote, "--duplex")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -153,8 +154,8 @@ func runDemand(ctx context.Context, e *env, args []string) error {
 		return runDemandWait(ctx, e, args[1:])
 	}
 	fs := newFlagSet("demand")
-	var addrs stringList
-	fs.Var(&addrs, "admin", "admin endpoint of a brokernet to ask (repeat, or separate with commas; default "+defaultAdmin+")")
+	var addrs adminList
+	addrs.register(fs)
 	only := fs.String("destination", "", "show only this destination")
 	var ask askFlags
 	ask.register(fs)
@@ -172,7 +173,7 @@ func runDemand(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	c, bases, err := demandAsk(&ask, addrs)
+	c, bases, err := addrs.ask(&ask)
 	if err != nil {
 		return err
 	}
@@ -198,8 +199,8 @@ func runDemand(ctx context.Context, e *env, args []string) error {
 
 func runDemandWait(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("demand wait")
-	var addrs stringList
-	fs.Var(&addrs, "admin", "admin endpoint of a brokernet to ask (repeat, or separate with commas; default "+defaultAdmin+")")
+	var addrs adminList
+	addrs.register(fs)
 	broker := fs.String("broker", "", "the broker the demand must reach: its broker id or host:port (required)")
 	wait := fs.Duration("timeout", time.Minute, "how long to wait for the demand")
 	every := fs.Duration("interval", 250*time.Millisecond, "how often to ask")
@@ -222,7 +223,7 @@ func runDemandWait(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, bases, err := demandAsk(&ask, addrs)
+	c, bases, err := addrs.ask(&ask)
 	if err != nil {
 		return err
 	}
@@ -282,20 +283,29 @@ func waitFailed(dest, broker string, wait time.Duration, seen []route, errs []er
 	return errors.New(b.String())
 }
 
-// demandAsk returns the client and the endpoints a demand command asks.
-func demandAsk(ask *askFlags, addrs []string) (*adminClient, []string, error) {
+// adminList is the --admin flag of the demand commands: endpoints to ask,
+// repeated or comma-separated.
+type adminList struct{ stringList }
+
+func (l *adminList) register(fs *flag.FlagSet) {
+	fs.Var(&l.stringList, "admin", "admin endpoint of a brokernet to ask (repeat, or separate with commas; default "+defaultAdmin+")")
+}
+
+// ask returns the client and the base URLs of the endpoints to ask.
+func (l *adminList) ask(a *askFlags) (*adminClient, []string, error) {
+	addrs := []string(l.stringList)
 	if len(addrs) == 0 {
 		addrs = []string{defaultAdmin}
 	}
 	bases := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		base, err := adminURL(a)
+	for _, s := range addrs {
+		base, err := adminURL(s)
 		if err != nil {
 			return nil, nil, err
 		}
 		bases = append(bases, base)
 	}
-	c, err := ask.client()
+	c, err := a.client()
 	return c, bases, err
 }
 
